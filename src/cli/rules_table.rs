@@ -1,0 +1,185 @@
+//! `loopguard rules`: the effective rule table (rule, threshold, action, source).
+
+use crate::engine::policy::Policy;
+use crate::engine::verdict::{Action, Rule};
+
+/// One row per rule: (rule, enabled, threshold text, action text, source).
+pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
+    let t = &p.tool;
+    let r = &p.reasoning;
+    let b = &p.budget;
+    let a = |rule: Rule, default: Action| p.action(rule, default).as_str().to_string();
+    Rule::ALL
+        .iter()
+        .map(|&rule| {
+            let (threshold, action, source) = match rule {
+                Rule::ExactRepeat => (
+                    format!(
+                        "same tool+args {}x in last {} calls (exempt: {})",
+                        t.repeat_threshold,
+                        t.window,
+                        t.exempt_tools.join(",")
+                    ),
+                    a(rule, Action::Block),
+                    "000",
+                ),
+                Rule::FuzzyRepeat => (
+                    format!(
+                        "args >= {} chars, 3-gram Jaccard >= {}, {}x in last {}",
+                        t.fuzzy_min_chars, t.fuzzy_similarity, t.repeat_threshold, t.window
+                    ),
+                    a(rule, Action::Block),
+                    "000",
+                ),
+                Rule::Cycle => (
+                    format!(
+                        "period {}..{} repeated {}x",
+                        t.cycle_min_period, t.cycle_max_period, t.cycle_repeats
+                    ),
+                    a(rule, Action::Steer),
+                    "ours",
+                ),
+                Rule::ErrorRepeat => (
+                    format!("same tool + same error {}x in a row", t.error_repeat),
+                    a(rule, Action::Steer),
+                    "ours",
+                ),
+                Rule::NearDuplicate => (
+                    format!(
+                        "{} consecutive calls equal without volatile keys",
+                        t.near_duplicate_streak
+                    ),
+                    a(rule, Action::Warn),
+                    "004",
+                ),
+                Rule::NoChange => (
+                    format!(
+                        "no change {} rounds -> steer, {} -> abort",
+                        t.no_change_steer_rounds, t.no_change_abort_rounds
+                    ),
+                    format!("{} then {}", a(rule, Action::Steer), a(rule, Action::Abort)),
+                    "004",
+                ),
+                Rule::NoProgress => (
+                    format!(
+                        "{} rounds proven to produce nothing new",
+                        p.progress.no_progress_rounds
+                    ),
+                    a(rule, Action::Warn),
+                    "004",
+                ),
+                Rule::DiscoveryOnly => (
+                    format!(
+                        "{} rounds of read/search/list only",
+                        p.progress.discovery_rounds
+                    ),
+                    a(rule, Action::Warn),
+                    "004",
+                ),
+                Rule::ToolRounds => (
+                    format!("> {} rounds per request", b.max_tool_rounds),
+                    a(rule, Action::Abort),
+                    "000, 004",
+                ),
+                Rule::NearLimit => (
+                    format!("{} % of the round budget", b.near_limit_ratio * 100.0),
+                    a(rule, Action::Warn),
+                    "004",
+                ),
+                Rule::SlowConvergence => (
+                    format!(
+                        "> {} s, >= {} rounds, {} rounds with nothing new",
+                        b.slow_after_secs, b.slow_min_rounds, b.slow_quiet_rounds
+                    ),
+                    a(rule, Action::Warn),
+                    "004",
+                ),
+                Rule::CompactionChurn => (
+                    format!(
+                        ">= {} compactions and >= {} % of the budget",
+                        b.churn_compactions,
+                        b.churn_ratio * 100.0
+                    ),
+                    a(rule, Action::Warn),
+                    "004",
+                ),
+                Rule::RequiredTool => (
+                    format!(
+                        "{} intents; {} retries then prefix_warning",
+                        p.expect.intents.len(),
+                        p.expect.max_retries
+                    ),
+                    format!("{} then warn", a(rule, Action::Steer)),
+                    "000",
+                ),
+                Rule::ReasoningRepeat => (
+                    format!(
+                        "span >= {} chars (>= {} body) back to back",
+                        r.repeat_span_min, r.repeat_body_min
+                    ),
+                    a(rule, Action::Steer),
+                    "003",
+                ),
+                Rule::VariantRepeat => (
+                    format!("same sentence {}x in a row", r.variant_count),
+                    a(rule, Action::Steer),
+                    "003",
+                ),
+                Rule::BlockRepeat => (
+                    format!(
+                        "{}-char normalized window seen {}x",
+                        r.block_repeat_min, r.block_repeat_count
+                    ),
+                    a(rule, Action::Steer),
+                    "003",
+                ),
+                Rule::ReasoningIdle => (
+                    format!("> {} s reasoning without content", r.max_reasoning_secs),
+                    a(rule, Action::Steer),
+                    "003",
+                ),
+                Rule::ReasoningOverflow => (
+                    format!("> {} reasoning chars per response", r.reasoning_char_limit),
+                    a(rule, Action::Steer),
+                    "003",
+                ),
+                Rule::ContentRepeat => (
+                    format!(
+                        "content span >= {} chars back to back",
+                        r.content_repeat_span_min
+                    ),
+                    a(rule, Action::Steer),
+                    "003",
+                ),
+                Rule::TurnTimeout => (
+                    format!("> {} s per response", r.max_total_secs),
+                    a(rule, Action::Steer),
+                    "003",
+                ),
+            };
+            (rule, p.enabled(rule), threshold, action, source)
+        })
+        .collect()
+}
+
+pub fn render(p: &Policy) -> String {
+    let mut s = format!(
+        "{:<26} {:<8} {:<17} {:<9} {}\n",
+        "RULE", "ENABLED", "ACTION", "SOURCE", "FIRES WHEN"
+    );
+    for (rule, enabled, threshold, action, source) in rows(p) {
+        s.push_str(&format!(
+            "{:<26} {:<8} {:<17} {:<9} {}\n",
+            rule.as_str(),
+            if enabled { "yes" } else { "no" },
+            action,
+            source,
+            threshold
+        ));
+    }
+    s.push_str(&format!(
+        "\nreasoning/content/turn rules escalate: steer, then steer + reasoning_effort={}, give up after {} retries\n",
+        p.reasoning.escalation_reasoning_effort, p.reasoning.max_retries
+    ));
+    s
+}

@@ -1,0 +1,303 @@
+//! Service configuration: embedded defaults, then a file, then `LOOPGUARD__SECTION__KEY`
+//! environment variables; unknown keys are errors and every problem is reported at once.
+
+use crate::engine::policy::PolicySet;
+use crate::engine::Limits;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use thiserror::Error;
+
+const DEFAULTS: &str = include_str!("default.toml");
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration: {0}")]
+    Load(String),
+    #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
+    Invalid(Vec<String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    ExactlyOnce,
+    AtLeastOnce,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    pub bootstrap_servers: String,
+    pub group_id: String,
+    pub events_topic: String,
+    pub verdicts_topic: String,
+    pub dlq_topic: String,
+    pub state_topic: String,
+    pub delivery: Delivery,
+    pub transactional_id_prefix: String,
+    pub batch_max_events: NonZeroUsize,
+    pub batch_max_ms: u64,
+    pub queue_max_messages: NonZeroUsize,
+    pub queue_max_kbytes: NonZeroUsize,
+    pub embedded_partitions: NonZeroUsize,
+    #[serde(default)]
+    pub properties: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+    pub debug_token: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    pub tenant_label: bool,
+    pub model_label: bool,
+    pub tenant_allow_list: Vec<String>,
+    pub model_allow_list: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    pub session_ttl_secs: u64,
+    pub max_sessions_per_partition: NonZeroUsize,
+    pub max_text_bytes: NonZeroUsize,
+    pub dedup_ids: NonZeroUsize,
+}
+
+impl EngineConfig {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            session_ttl_ms: (self.session_ttl_secs as i64).saturating_mul(1000),
+            max_sessions: self.max_sessions_per_partition.get(),
+            max_text_bytes: self.max_text_bytes.get(),
+            dedup_ids: self.dedup_ids.get(),
+        }
+    }
+}
+
+/// The whole configuration, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub kafka: KafkaConfig,
+    pub admin: AdminConfig,
+    pub metrics: MetricsConfig,
+    pub engine: EngineConfig,
+    pub policy: PolicySet,
+    /// The policy table as given (for `loopguard rules`).
+    pub policy_raw: Value,
+}
+
+impl Config {
+    /// The librdkafka properties to pass through, as strings.
+    pub fn kafka_properties(&self) -> Vec<(String, String)> {
+        self.kafka
+            .properties
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string()),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Loads defaults, then `file`, then the environment (`LOOPGUARD__SECTION__KEY`).
+pub fn load(file: Option<&str>) -> Result<Config, ConfigError> {
+    load_with_env(file, std::env::vars())
+}
+
+/// As `load`, with the environment given explicitly (tests).
+pub fn load_with_env(
+    file: Option<&str>,
+    env: impl Iterator<Item = (String, String)>,
+) -> Result<Config, ConfigError> {
+    let mut builder = config::Config::builder()
+        .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
+    if let Some(path) = file {
+        if !std::path::Path::new(path).exists() {
+            return Err(ConfigError::Load(format!("{path}: no such file")));
+        }
+        builder = builder.add_source(config::File::new(path, config::FileFormat::Toml));
+    }
+    // librdkafka property names hold dots, which the layered loader would read as nesting:
+    // LOOPGUARD__KAFKA__PROPERTIES__SASL_USERNAME is applied by hand as `sasl.username`.
+    let mut props = Vec::new();
+    let env: std::collections::HashMap<String, String> = env
+        .filter(|(k, _)| k.starts_with("LOOPGUARD__"))
+        .filter(
+            |(k, v)| match k.strip_prefix("LOOPGUARD__KAFKA__PROPERTIES__") {
+                Some(prop) => {
+                    props.push((prop.to_lowercase().replace('_', "."), v.clone()));
+                    false
+                }
+                None => true,
+            },
+        )
+        .collect();
+    builder = builder.add_source(
+        config::Environment::with_prefix("LOOPGUARD")
+            .prefix_separator("__")
+            .separator("__")
+            .try_parsing(true)
+            .source(Some(env)),
+    );
+    let raw = builder
+        .build()
+        .map_err(|e| ConfigError::Load(e.to_string()))?;
+    let mut tree: Value = raw
+        .try_deserialize()
+        .map_err(|e| ConfigError::Load(e.to_string()))?;
+    if let Some(kafka) = tree.get_mut("kafka").and_then(Value::as_object_mut) {
+        let entry = kafka
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(map) = entry.as_object_mut() {
+            for (k, v) in props {
+                map.insert(k, Value::String(v));
+            }
+        }
+    }
+    from_tree(tree)
+}
+
+/// Validates a configuration tree, collecting every problem.
+fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
+    let mut problems = Vec::new();
+    let root = tree
+        .as_object_mut()
+        .ok_or_else(|| ConfigError::Invalid(vec!["configuration must be a table".into()]))?;
+    for key in root.keys() {
+        if !["kafka", "admin", "metrics", "engine", "policy"].contains(&key.as_str()) {
+            problems.push(format!("unknown section `{key}`"));
+        }
+    }
+    fn section<T: serde::de::DeserializeOwned>(
+        root: &serde_json::Map<String, Value>,
+        name: &str,
+        problems: &mut Vec<String>,
+    ) -> Option<T> {
+        let v = root
+            .get(name)
+            .cloned()
+            .unwrap_or(Value::Object(Default::default()));
+        serde_json::from_value(v)
+            .map_err(|e| problems.push(format!("[{name}]: {e}")))
+            .ok()
+    }
+    let kafka: Option<KafkaConfig> = section(root, "kafka", &mut problems);
+    let admin: Option<AdminConfig> = section(root, "admin", &mut problems);
+    let metrics: Option<MetricsConfig> = section(root, "metrics", &mut problems);
+    let engine: Option<EngineConfig> = section(root, "engine", &mut problems);
+    let policy_raw = root.get("policy").cloned().unwrap_or(Value::Null);
+    let policy = PolicySet::compile(&policy_raw)
+        .map_err(|p| problems.extend(p))
+        .ok();
+    if let Some(k) = &kafka {
+        for (name, topic) in [
+            ("events_topic", &k.events_topic),
+            ("verdicts_topic", &k.verdicts_topic),
+            ("dlq_topic", &k.dlq_topic),
+            ("state_topic", &k.state_topic),
+        ] {
+            if topic.is_empty() {
+                problems.push(format!("[kafka]: {name} must not be empty"));
+            }
+        }
+        if k.group_id.is_empty() {
+            problems.push("[kafka]: group_id must not be empty".into());
+        }
+    }
+    if let Some(e) = &engine {
+        if e.session_ttl_secs == 0 {
+            problems.push("[engine]: session_ttl_secs must be > 0".into());
+        }
+    }
+    match (kafka, admin, metrics, engine, policy) {
+        (Some(kafka), Some(admin), Some(metrics), Some(engine), Some(policy))
+            if problems.is_empty() =>
+        {
+            Ok(Config {
+                kafka,
+                admin,
+                metrics,
+                engine,
+                policy,
+                policy_raw,
+            })
+        }
+        _ => Err(ConfigError::Invalid(problems)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn defaults_load() {
+        let c = load_with_env(None, std::iter::empty()).unwrap();
+        assert_eq!(c.kafka.events_topic, "agent-events");
+        assert_eq!(c.kafka.delivery, Delivery::ExactlyOnce);
+        assert_eq!(c.admin.listen.port(), 9464);
+    }
+
+    #[test]
+    fn file_then_env_override() {
+        let f = file("[kafka]\ngroup_id = \"from-file\"\nbatch_max_events = 7\n[policy.budget]\nmax_tool_rounds = 20\n");
+        let env = vec![
+            (
+                "LOOPGUARD__KAFKA__GROUP_ID".to_string(),
+                "from-env".to_string(),
+            ),
+            (
+                "LOOPGUARD__KAFKA__PROPERTIES__SASL_USERNAME".to_string(),
+                "me".to_string(),
+            ),
+        ];
+        let c = load_with_env(f.path().to_str(), env.into_iter()).unwrap();
+        assert_eq!(c.kafka.group_id, "from-env");
+        assert_eq!(c.kafka.batch_max_events.get(), 7);
+        assert_eq!(c.policy.global().budget.max_tool_rounds, 20);
+        assert!(c
+            .kafka_properties()
+            .contains(&("sasl.username".to_string(), "me".to_string())));
+    }
+
+    #[test]
+    fn every_problem_is_listed() {
+        let f = file("[kafka]\nbatch_max_events = 0\n[admin]\nlisten = \"nowhere\"\n[bogus]\nx = 1\n[policy.tool]\nwindow = 0\n");
+        let err = load_with_env(f.path().to_str(), std::iter::empty()).unwrap_err();
+        let ConfigError::Invalid(problems) = err else {
+            panic!("{err}")
+        };
+        assert!(problems.len() >= 4, "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("bogus")));
+        assert!(problems.iter().any(|p| p.contains("[admin]")));
+        assert!(problems.iter().any(|p| p.contains("tool.window")));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let f = file("[engine]\nsession_tll_secs = 5\n");
+        assert!(load_with_env(f.path().to_str(), std::iter::empty()).is_err());
+    }
+}

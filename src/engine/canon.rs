@@ -1,0 +1,169 @@
+//! Canonical tool-call signatures: key order and JSON whitespace never matter; volatile keys
+//! can be dropped; identity keys fingerprinted; 3-gram sets for fuzzy matching. Pure.
+
+use serde_json::Value;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Stable 64-bit hash (xxh3), identical across runs and machines.
+pub fn hash64(bytes: &[u8]) -> u64 {
+    xxh3_64(bytes)
+}
+
+/// Writes `v` as compact JSON with object keys sorted, skipping keys for which `drop` is true.
+pub fn write_canonical(v: &Value, drop: &dyn Fn(&str) -> bool, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().filter(|k| !drop(k)).collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_canonical(&map[k], drop, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, drop, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_string(s, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    // serde_json's escaping is canonical for a given string.
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+/// Canonical args text.
+pub fn canonical(args: &Value) -> String {
+    let mut s = String::new();
+    write_canonical(args, &|_| false, &mut s);
+    s
+}
+
+/// Canonical args text with the listed keys removed at any depth.
+pub fn canonical_without(args: &Value, keys: &[String]) -> String {
+    let mut s = String::new();
+    write_canonical(args, &|k| keys.iter().any(|x| x == k), &mut s);
+    s
+}
+
+/// A fingerprint of the values under identity keys (any depth); 0 when there are none.
+pub fn identity_fingerprint(args: &Value, keys: &[String]) -> u64 {
+    let mut acc = String::new();
+    collect_identity(args, keys, "", &mut acc);
+    if acc.is_empty() {
+        0
+    } else {
+        hash64(acc.as_bytes()) | 1
+    }
+}
+
+fn collect_identity(v: &Value, keys: &[String], path: &str, acc: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut names: Vec<&String> = map.keys().collect();
+            names.sort();
+            for k in names {
+                let here = format!("{path}/{k}");
+                if keys.iter().any(|x| x == k) {
+                    acc.push_str(&here);
+                    acc.push('=');
+                    write_canonical(&map[k], &|_| false, acc);
+                    acc.push('\n');
+                } else {
+                    collect_identity(&map[k], keys, &here, acc);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                collect_identity(item, keys, &format!("{path}/{i}"), acc);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The set of character 3-grams of `s`, as sorted unique hashes.
+pub fn trigrams(s: &str) -> Vec<u64> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut grams: Vec<u64> = chars
+        .windows(3)
+        .map(|w| ((w[0] as u64) << 42) ^ ((w[1] as u64) << 21) ^ (w[2] as u64))
+        .collect();
+    grams.sort_unstable();
+    grams.dedup();
+    grams
+}
+
+/// Jaccard index of two sorted unique sets.
+pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    inter as f64 / (a.len() + b.len() - inter) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_order_and_whitespace_do_not_matter() {
+        let a: Value = serde_json::from_str(r#"{"b": [1, 2], "a": {"y": 1, "x": "s"}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":"s","y":1},"b":[1,2]}"#).unwrap();
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_eq!(canonical(&a), r#"{"a":{"x":"s","y":1},"b":[1,2]}"#);
+    }
+
+    #[test]
+    fn volatile_keys_drop_at_any_depth() {
+        let keys = vec!["request_id".to_string()];
+        let a = json!({"q": "x", "meta": {"request_id": "1"}});
+        let b = json!({"q": "x", "meta": {"request_id": "2"}});
+        assert_eq!(canonical_without(&a, &keys), canonical_without(&b, &keys));
+    }
+
+    #[test]
+    fn identity_fingerprint_sees_paths() {
+        let keys = vec!["path".to_string(), "offset".to_string()];
+        let a = identity_fingerprint(&json!({"path": "a.rs", "offset": 0}), &keys);
+        let b = identity_fingerprint(&json!({"path": "a.rs", "offset": 100}), &keys);
+        assert_ne!(a, b);
+        assert_eq!(identity_fingerprint(&json!({"cmd": "ls"}), &keys), 0);
+    }
+
+    #[test]
+    fn jaccard_of_near_strings() {
+        let a = trigrams("cd /Users/x/Projects/** && git status -sb");
+        let b = trigrams("cd /Users/x/Projects/**&& git status -sb");
+        assert!(jaccard(&a, &b) > 0.8);
+        assert!(jaccard(&a, &trigrams("something else entirely")) < 0.2);
+    }
+}

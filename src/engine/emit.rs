@@ -1,0 +1,84 @@
+//! The per-event context rules write verdicts through: it applies the operator's rule
+//! switches and action overrides, and derives the verdict id. Pure.
+
+use super::event::{format_ts, Meta};
+use super::policy::Policy;
+use super::verdict::{verdict_id, Action, Directives, Rule, Verdict};
+use serde_json::Value;
+
+pub struct Cx<'a> {
+    pub policy: &'a Policy,
+    pub meta: &'a Meta,
+    pub turn_id: Option<&'a str>,
+    pub out: &'a mut Vec<Verdict>,
+}
+
+/// What a rule wants to say; `emit` turns it into a verdict.
+pub struct Finding {
+    pub rule: Rule,
+    pub action: Action,
+    pub attempt: u32,
+    pub message: String,
+    pub evidence: Value,
+    pub directives: Directives,
+}
+
+impl Finding {
+    pub fn new(rule: Rule, action: Action, message: impl Into<String>, evidence: Value) -> Self {
+        Finding {
+            rule,
+            action,
+            attempt: 1,
+            message: message.into(),
+            evidence,
+            directives: Directives::default(),
+        }
+    }
+
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    pub fn directives(mut self, directives: Directives) -> Self {
+        self.directives = directives;
+        self
+    }
+}
+
+impl Cx<'_> {
+    pub fn enabled(&self, rule: Rule) -> bool {
+        self.policy.enabled(rule)
+    }
+
+    /// Emits a finding unless its rule is disabled.
+    pub fn emit(&mut self, f: Finding) {
+        if !self.policy.enabled(f.rule) {
+            return;
+        }
+        let m = self.meta;
+        let action = self.policy.action(f.rule, f.action);
+        let mut directives = f.directives;
+        if action == Action::Block && directives.stop_tool_calls.is_none() {
+            directives.stop_tool_calls = Some(true);
+        }
+        self.out.push(Verdict {
+            v: 1,
+            verdict_id: verdict_id(&m.session_id, &m.event_id, f.rule),
+            session_id: m.session_id.clone(),
+            turn_id: self.turn_id.map(str::to_string),
+            event_id: m.event_id.clone(),
+            ts: format_ts(m.ts_ms),
+            emitted_at: None,
+            action,
+            rule: f.rule,
+            message: f.message,
+            directives,
+            attempt: f.attempt,
+            evidence: f.evidence,
+            tenant: m.tenant.clone(),
+            agent: m.agent.clone(),
+            model: m.model.clone(),
+        });
+    }
+}

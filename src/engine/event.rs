@@ -1,0 +1,483 @@
+//! Events from agent runtimes: the wire form (contract v1), decoding with clear errors,
+//! and the validated `Event` the engine consumes. Pure: no IO.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+
+/// Limits on identifiers (contract v1).
+pub const MAX_EVENT_ID_CHARS: usize = 128;
+pub const MAX_SESSION_ID_CHARS: usize = 256;
+
+/// Why an event could not be read. Each variant has a short, stable `reason()` used as a
+/// metric label and as the dead-letter header.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum DecodeError {
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    #[error("unsupported contract version {0} (expected 1)")]
+    Version(i64),
+    #[error("missing field `{field}` for type `{kind}`")]
+    MissingField { field: &'static str, kind: String },
+    #[error("invalid field `{field}`: {why}")]
+    InvalidField { field: &'static str, why: String },
+    #[error("session id `{key}` differs from the Kafka key")]
+    KeyMismatch { key: String },
+}
+
+impl DecodeError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecodeError::Json(_) => "invalid_json",
+            DecodeError::Version(_) => "unsupported_version",
+            DecodeError::MissingField { .. } => "missing_field",
+            DecodeError::InvalidField { .. } => "invalid_field",
+            DecodeError::KeyMismatch { .. } => "key_mismatch",
+        }
+    }
+}
+
+/// Event time: RFC 3339 text or integer epoch milliseconds on the wire.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum WireTs {
+    Millis(i64),
+    Text(String),
+}
+
+/// What the runtime can prove about a tool result (all optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<Effect>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_range: Option<[i64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_info: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    Mutation,
+    Read,
+    None,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+}
+
+/// The flat wire form of an event. Unknown fields are ignored (forward compatible).
+#[derive(Debug, Clone, Deserialize)]
+struct WireEvent {
+    v: Option<i64>,
+    event_id: Option<String>,
+    session_id: Option<String>,
+    ts: Option<WireTs>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    turn_id: Option<String>,
+    seq: Option<u64>,
+    tenant: Option<String>,
+    agent: Option<String>,
+    model: Option<String>,
+    text: Option<String>,
+    call_id: Option<String>,
+    tool: Option<String>,
+    args: Option<Value>,
+    status: Option<ToolStatus>,
+    error: Option<String>,
+    evidence: Option<Evidence>,
+    #[serde(rename = "final")]
+    is_final: Option<bool>,
+}
+
+/// Fields every event carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Meta {
+    pub event_id: String,
+    pub session_id: String,
+    /// Event time in epoch milliseconds.
+    pub ts_ms: i64,
+    pub seq: Option<u64>,
+    pub tenant: Option<String>,
+    pub agent: Option<String>,
+    pub model: Option<String>,
+}
+
+/// The type-specific part of an event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Body {
+    UserMessage {
+        text: String,
+    },
+    AssistantMessage {
+        turn_id: String,
+        text: String,
+    },
+    ToolCall {
+        turn_id: String,
+        call_id: String,
+        tool: String,
+        args: Value,
+    },
+    ToolResult {
+        call_id: String,
+        tool: String,
+        status: ToolStatus,
+        error: Option<String>,
+        evidence: Option<Evidence>,
+    },
+    Reasoning {
+        turn_id: String,
+        text: String,
+        is_final: bool,
+    },
+    Content {
+        turn_id: String,
+        text: String,
+    },
+    TurnEnd {
+        turn_id: String,
+    },
+    Compaction,
+    SessionEnd,
+    /// A type this version does not know: counted and skipped.
+    Unknown {
+        kind: String,
+    },
+}
+
+impl Body {
+    pub fn kind(&self) -> &str {
+        match self {
+            Body::UserMessage { .. } => "user_message",
+            Body::AssistantMessage { .. } => "assistant_message",
+            Body::ToolCall { .. } => "tool_call",
+            Body::ToolResult { .. } => "tool_result",
+            Body::Reasoning { .. } => "reasoning",
+            Body::Content { .. } => "content",
+            Body::TurnEnd { .. } => "turn_end",
+            Body::Compaction => "compaction",
+            Body::SessionEnd => "session_end",
+            Body::Unknown { kind } => kind,
+        }
+    }
+
+    pub fn turn_id(&self) -> Option<&str> {
+        match self {
+            Body::AssistantMessage { turn_id, .. }
+            | Body::ToolCall { turn_id, .. }
+            | Body::Reasoning { turn_id, .. }
+            | Body::Content { turn_id, .. }
+            | Body::TurnEnd { turn_id } => Some(turn_id),
+            _ => None,
+        }
+    }
+}
+
+/// A validated event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub meta: Meta,
+    pub body: Body,
+}
+
+/// The known event types, in a fixed order (used for per-type counters).
+pub const EVENT_TYPES: [&str; 9] = [
+    "user_message",
+    "assistant_message",
+    "tool_call",
+    "tool_result",
+    "reasoning",
+    "content",
+    "turn_end",
+    "compaction",
+    "session_end",
+];
+
+impl Event {
+    /// Decodes one event from its JSON bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+        let wire: WireEvent =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::Json(e.to_string()))?;
+        Event::from_wire(wire)
+    }
+
+    /// Decodes and checks that the event belongs to the Kafka key it was published under.
+    pub fn decode_keyed(bytes: &[u8], key: Option<&[u8]>) -> Result<Event, DecodeError> {
+        let event = Event::decode(bytes)?;
+        if let Some(key) = key {
+            if key != event.meta.session_id.as_bytes() {
+                return Err(DecodeError::KeyMismatch {
+                    key: String::from_utf8_lossy(key).into_owned(),
+                });
+            }
+        }
+        Ok(event)
+    }
+
+    fn from_wire(w: WireEvent) -> Result<Event, DecodeError> {
+        let kind = w.kind.clone().ok_or(DecodeError::MissingField {
+            field: "type",
+            kind: "?".into(),
+        })?;
+        let missing = |field: &'static str| DecodeError::MissingField {
+            field,
+            kind: kind.clone(),
+        };
+        match w.v {
+            Some(1) => {}
+            Some(v) => return Err(DecodeError::Version(v)),
+            None => return Err(missing("v")),
+        }
+        let event_id = w.event_id.ok_or_else(|| missing("event_id"))?;
+        check_len("event_id", &event_id, MAX_EVENT_ID_CHARS)?;
+        let session_id = w.session_id.ok_or_else(|| missing("session_id"))?;
+        check_len("session_id", &session_id, MAX_SESSION_ID_CHARS)?;
+        let ts_ms = parse_ts(w.ts.ok_or_else(|| missing("ts"))?)?;
+        let turn = |t: Option<String>| t.ok_or_else(|| missing("turn_id"));
+        let body = match kind.as_str() {
+            "user_message" => Body::UserMessage {
+                text: w.text.ok_or_else(|| missing("text"))?,
+            },
+            "assistant_message" => Body::AssistantMessage {
+                turn_id: turn(w.turn_id)?,
+                text: w.text.unwrap_or_default(),
+            },
+            "tool_call" => Body::ToolCall {
+                turn_id: turn(w.turn_id)?,
+                call_id: w.call_id.ok_or_else(|| missing("call_id"))?,
+                tool: non_empty("tool", w.tool.ok_or_else(|| missing("tool"))?)?,
+                args: w.args.unwrap_or(Value::Null),
+            },
+            "tool_result" => Body::ToolResult {
+                call_id: w.call_id.ok_or_else(|| missing("call_id"))?,
+                tool: w.tool.ok_or_else(|| missing("tool"))?,
+                status: w.status.ok_or_else(|| missing("status"))?,
+                error: w.error,
+                evidence: w.evidence,
+            },
+            "reasoning" => Body::Reasoning {
+                turn_id: turn(w.turn_id)?,
+                text: w.text.ok_or_else(|| missing("text"))?,
+                is_final: w.is_final.unwrap_or(false),
+            },
+            "content" => Body::Content {
+                turn_id: turn(w.turn_id)?,
+                text: w.text.ok_or_else(|| missing("text"))?,
+            },
+            "turn_end" => Body::TurnEnd {
+                turn_id: turn(w.turn_id)?,
+            },
+            "compaction" => Body::Compaction,
+            "session_end" => Body::SessionEnd,
+            _ => Body::Unknown { kind },
+        };
+        let meta = Meta {
+            event_id,
+            session_id,
+            ts_ms,
+            seq: w.seq,
+            tenant: w.tenant,
+            agent: w.agent,
+            model: w.model,
+        };
+        Ok(Event { meta, body })
+    }
+
+    /// The wire (JSON) form of this event, as a runtime would publish it.
+    pub fn to_wire(&self) -> Value {
+        let m = &self.meta;
+        let mut o = serde_json::Map::new();
+        o.insert("v".into(), 1.into());
+        o.insert("event_id".into(), m.event_id.clone().into());
+        o.insert("session_id".into(), m.session_id.clone().into());
+        o.insert("ts".into(), m.ts_ms.into());
+        o.insert("type".into(), self.body.kind().into());
+        if let Some(t) = self.body.turn_id() {
+            o.insert("turn_id".into(), t.into());
+        }
+        for (k, v) in [
+            ("tenant", &m.tenant),
+            ("agent", &m.agent),
+            ("model", &m.model),
+        ] {
+            if let Some(v) = v {
+                o.insert(k.into(), v.clone().into());
+            }
+        }
+        if let Some(s) = m.seq {
+            o.insert("seq".into(), s.into());
+        }
+        match &self.body {
+            Body::UserMessage { text }
+            | Body::AssistantMessage { text, .. }
+            | Body::Content { text, .. } => {
+                o.insert("text".into(), text.clone().into());
+            }
+            Body::Reasoning { text, is_final, .. } => {
+                o.insert("text".into(), text.clone().into());
+                if *is_final {
+                    o.insert("final".into(), true.into());
+                }
+            }
+            Body::ToolCall {
+                call_id,
+                tool,
+                args,
+                ..
+            } => {
+                o.insert("call_id".into(), call_id.clone().into());
+                o.insert("tool".into(), tool.clone().into());
+                o.insert("args".into(), args.clone());
+            }
+            Body::ToolResult {
+                call_id,
+                tool,
+                status,
+                error,
+                evidence,
+            } => {
+                o.insert("call_id".into(), call_id.clone().into());
+                o.insert("tool".into(), tool.clone().into());
+                o.insert(
+                    "status".into(),
+                    serde_json::to_value(status).unwrap_or(Value::Null),
+                );
+                if let Some(e) = error {
+                    o.insert("error".into(), e.clone().into());
+                }
+                if let Some(ev) = evidence {
+                    o.insert(
+                        "evidence".into(),
+                        serde_json::to_value(ev).unwrap_or(Value::Null),
+                    );
+                }
+            }
+            Body::TurnEnd { .. } | Body::Compaction | Body::SessionEnd | Body::Unknown { .. } => {}
+        }
+        Value::Object(o)
+    }
+}
+
+fn check_len(field: &'static str, s: &str, max: usize) -> Result<(), DecodeError> {
+    let n = s.chars().count();
+    if n == 0 || n > max {
+        return Err(DecodeError::InvalidField {
+            field,
+            why: format!("length {n} not in 1..={max}"),
+        });
+    }
+    Ok(())
+}
+
+fn non_empty(field: &'static str, s: String) -> Result<String, DecodeError> {
+    if s.is_empty() {
+        return Err(DecodeError::InvalidField {
+            field,
+            why: "empty".into(),
+        });
+    }
+    Ok(s)
+}
+
+fn parse_ts(ts: WireTs) -> Result<i64, DecodeError> {
+    match ts {
+        WireTs::Millis(ms) => Ok(ms),
+        WireTs::Text(s) => chrono::DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.timestamp_millis())
+            .map_err(|e| DecodeError::InvalidField {
+                field: "ts",
+                why: format!("`{s}` is not RFC 3339: {e}"),
+            }),
+    }
+}
+
+/// Formats epoch milliseconds as RFC 3339 UTC with millisecond precision.
+pub fn format_ts(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_tool_call_with_rfc3339_time() {
+        let e = Event::decode(br#"{"v":1,"event_id":"e1","session_id":"s","ts":"2026-01-01T00:00:01Z","type":"tool_call","turn_id":"t","call_id":"c","tool":"read","args":{"path":"a"}}"#).unwrap();
+        assert_eq!(e.meta.ts_ms, 1_767_225_601_000);
+        assert!(matches!(e.body, Body::ToolCall { .. }));
+    }
+
+    #[test]
+    fn missing_turn_id_is_a_clear_error() {
+        let err = Event::decode(
+            br#"{"v":1,"event_id":"e1","session_id":"s","ts":5,"type":"reasoning","text":"x"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "missing field `turn_id` for type `reasoning`"
+        );
+        assert_eq!(err.reason(), "missing_field");
+    }
+
+    #[test]
+    fn unknown_type_is_not_an_error() {
+        let e =
+            Event::decode(br#"{"v":1,"event_id":"e1","session_id":"s","ts":5,"type":"telemetry"}"#)
+                .unwrap();
+        assert_eq!(
+            e.body,
+            Body::Unknown {
+                kind: "telemetry".into()
+            }
+        );
+    }
+
+    #[test]
+    fn wrong_version_and_bad_ts_are_rejected() {
+        assert_eq!(
+            Event::decode(br#"{"v":2,"event_id":"e","session_id":"s","ts":5,"type":"compaction"}"#)
+                .unwrap_err()
+                .reason(),
+            "unsupported_version"
+        );
+        assert_eq!(
+            Event::decode(
+                br#"{"v":1,"event_id":"e","session_id":"s","ts":"yesterday","type":"compaction"}"#
+            )
+            .unwrap_err()
+            .reason(),
+            "invalid_field"
+        );
+        assert_eq!(
+            Event::decode(b"not json").unwrap_err().reason(),
+            "invalid_json"
+        );
+    }
+
+    #[test]
+    fn wire_form_round_trips() {
+        let e = Event::decode(br#"{"v":1,"event_id":"e1","session_id":"s","ts":7,"type":"tool_result","call_id":"c","tool":"t","status":"error","error":"boom","evidence":{"effect":"read","new_info":false}}"#).unwrap();
+        let back = Event::decode(serde_json::to_vec(&e.to_wire()).unwrap().as_slice()).unwrap();
+        assert_eq!(e, back);
+    }
+}

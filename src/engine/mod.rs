@@ -1,0 +1,291 @@
+//! The detection engine: a pure, deterministic state machine. Events in, verdicts out; time
+//! comes from the events (`ts`). It contains no IO, no clock, no threads, no Kafka, no HTTP,
+//! no metrics registry: the service, `loopguard replay`, tests and benchmarks all drive
+//! this same code and get the same verdicts in the same order.
+
+pub mod canon;
+pub mod emit;
+pub mod event;
+pub mod intents;
+pub mod policy;
+pub mod rules;
+pub mod stats;
+pub mod text;
+pub mod verdict;
+
+use event::{Body, Event, EVENT_TYPES};
+use policy::{Policy, PolicySet};
+use rules::{SessionState, SessionSummary};
+pub use stats::EngineStats;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use verdict::Verdict;
+
+/// Bounds on what the engine keeps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// A session idle this long (event time) is forgotten.
+    pub session_ttl_ms: i64,
+    /// Sessions kept at most; the least recently active go first.
+    pub max_sessions: usize,
+    /// Text of one event is cut to this many bytes (on a char boundary).
+    pub max_text_bytes: usize,
+    /// Recent event ids remembered per session to drop producer retries.
+    pub dedup_ids: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            session_ttl_ms: 3_600_000,
+            max_sessions: 100_000,
+            max_text_bytes: 256 * 1024,
+            dedup_ids: 64,
+        }
+    }
+}
+
+/// What happened to one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handled {
+    Processed,
+    Duplicate,
+    UnknownType,
+    SessionEnded,
+}
+
+struct Slot {
+    state: SessionState,
+    policy: Arc<Policy>,
+}
+
+/// The engine for one set of sessions (the service runs one per partition).
+pub struct Engine {
+    policies: PolicySet,
+    limits: Limits,
+    sessions: HashMap<String, Slot>,
+    watermark: i64,
+    last_sweep: i64,
+    stats: EngineStats,
+    changes: Option<Changes>,
+}
+
+/// Sessions touched or removed since the last `take_changes` (for state hand-over).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Changes {
+    pub touched: BTreeSet<String>,
+    pub removed: BTreeSet<String>,
+}
+
+const SWEEP_EVERY_MS: i64 = 60_000;
+
+impl Engine {
+    pub fn new(policies: PolicySet, limits: Limits) -> Self {
+        Engine {
+            policies,
+            limits,
+            sessions: HashMap::new(),
+            watermark: i64::MIN,
+            last_sweep: i64::MIN,
+            stats: EngineStats::default(),
+            changes: None,
+        }
+    }
+
+    /// Starts recording which sessions change (the service needs it; replay does not).
+    pub fn track_changes(mut self) -> Self {
+        self.changes = Some(Changes::default());
+        self
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let mut s = self.stats;
+        s.sessions_active = self.sessions.len() as u64;
+        s
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Handles one event, appending its verdicts to `out` in a fixed order.
+    pub fn handle_event(&mut self, mut event: Event, out: &mut Vec<Verdict>) -> Handled {
+        if let Body::Unknown { .. } = event.body {
+            self.stats.unknown_types += 1;
+            return Handled::UnknownType;
+        }
+        self.truncate(&mut event);
+        let ts = event.meta.ts_ms;
+        self.watermark = self.watermark.max(ts);
+        let kind = EVENT_TYPES
+            .iter()
+            .position(|t| *t == event.body.kind())
+            .unwrap_or(0);
+        let id = event.meta.session_id.as_str();
+        if let Body::SessionEnd = event.body {
+            self.stats.events_by_type[kind] += 1;
+            if self.sessions.remove(id).is_some() {
+                self.stats.sessions_ended += 1;
+                self.note_removed(id);
+            }
+            return Handled::SessionEnded;
+        }
+        let ttl = self.limits.session_ttl_ms;
+        if let Some(slot) = self.sessions.get(id) {
+            if ts - slot.state.last_ms > ttl {
+                self.sessions.remove(id);
+                self.stats.evicted_ttl += 1;
+            }
+        }
+        if !self.sessions.contains_key(id) {
+            let m = &event.meta;
+            let policy = self
+                .policies
+                .resolve(m.tenant.as_deref(), m.agent.as_deref());
+            let state = SessionState::new(m.tenant.clone(), m.agent.clone());
+            self.sessions.insert(id.to_string(), Slot { state, policy });
+        }
+        let slot = self.sessions.get_mut(id).expect("inserted above");
+        if slot
+            .state
+            .seen_before(&event.meta.event_id, self.limits.dedup_ids)
+        {
+            self.stats.duplicates += 1;
+            return Handled::Duplicate;
+        }
+        self.stats.events_by_type[kind] += 1;
+        if event.meta.model.is_some() {
+            slot.state.model = event.meta.model.clone();
+        }
+        let before = out.len();
+        let mut cx = emit::Cx {
+            policy: &slot.policy,
+            meta: &event.meta,
+            turn_id: event.body.turn_id(),
+            out,
+        };
+        let report = slot.state.step(&event, &mut cx);
+        self.stats.escalations_given_up += u64::from(report.gave_up);
+        for v in &out[before..] {
+            self.stats.verdicts[v.rule.index()][v.action.index()] += 1;
+        }
+        if let Some(c) = self.changes.as_mut() {
+            c.touched.insert(event.meta.session_id.clone());
+        }
+        self.maintain();
+        Handled::Processed
+    }
+
+    fn truncate(&mut self, event: &mut Event) {
+        let max = self.limits.max_text_bytes;
+        let text = match &mut event.body {
+            Body::UserMessage { text }
+            | Body::AssistantMessage { text, .. }
+            | Body::Reasoning { text, .. }
+            | Body::Content { text, .. } => text,
+            _ => return,
+        };
+        if text.len() > max {
+            let mut cut = max;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            self.stats.truncated_texts += 1;
+        }
+    }
+
+    /// Forgets idle sessions (event time) and keeps the session count bounded.
+    fn maintain(&mut self) {
+        if self.watermark.saturating_sub(self.last_sweep) >= SWEEP_EVERY_MS {
+            self.last_sweep = self.watermark;
+            let horizon = self.watermark - self.limits.session_ttl_ms;
+            let mut idle: Vec<String> = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.state.last_ms < horizon)
+                .map(|(k, _)| k.clone())
+                .collect();
+            idle.sort();
+            for id in idle {
+                self.sessions.remove(&id);
+                self.stats.evicted_ttl += 1;
+                self.note_removed(&id);
+            }
+        }
+        if self.sessions.len() > self.limits.max_sessions {
+            let excess = self.sessions.len() - self.limits.max_sessions;
+            let batch = excess
+                .max(self.limits.max_sessions / 16)
+                .min(self.sessions.len());
+            let mut by_age: Vec<(i64, String)> = self
+                .sessions
+                .iter()
+                .map(|(k, s)| (s.state.last_ms, k.clone()))
+                .collect();
+            by_age.sort();
+            for (_, id) in by_age.into_iter().take(batch) {
+                self.sessions.remove(&id);
+                self.stats.evicted_capacity += 1;
+                self.note_removed(&id);
+            }
+        }
+    }
+
+    fn note_removed(&mut self, id: &str) {
+        if let Some(c) = self.changes.as_mut() {
+            c.touched.remove(id);
+            c.removed.insert(id.to_string());
+        }
+    }
+
+    /// Sessions touched and removed since the last call.
+    pub fn take_changes(&mut self) -> Changes {
+        self.changes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The session's state, serialized for hand-over.
+    pub fn snapshot(&self, session_id: &str) -> Option<Vec<u8>> {
+        self.sessions
+            .get(session_id)
+            .and_then(|s| serde_json::to_vec(&s.state).ok())
+    }
+
+    /// Restores a session handed over by another instance.
+    pub fn restore(&mut self, session_id: &str, bytes: &[u8]) -> Result<(), serde_json::Error> {
+        let mut state: SessionState = serde_json::from_slice(bytes)?;
+        state.rebuild();
+        self.watermark = self.watermark.max(state.last_ms);
+        let policy = self
+            .policies
+            .resolve(state.tenant.as_deref(), state.agent.as_deref());
+        self.sessions
+            .insert(session_id.to_string(), Slot { state, policy });
+        Ok(())
+    }
+
+    pub fn forget(&mut self, session_id: &str) {
+        self.sessions.remove(session_id);
+    }
+
+    pub fn summary(&self, session_id: &str) -> Option<SessionSummary> {
+        self.sessions.get(session_id).map(|s| s.state.summary())
+    }
+
+    /// Session ids in sorted order.
+    pub fn session_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.sessions.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Approximate heap bytes of one session (for docs/benchmarks.md).
+    pub fn session_bytes(&self, session_id: &str) -> Option<usize> {
+        self.sessions
+            .get(session_id)
+            .map(|s| s.state.heap_bytes() + session_id.len() + 64)
+    }
+}

@@ -1,0 +1,608 @@
+//! Thresholds and actions for every rule, with the seeds' defaults, overridable globally,
+//! per tenant and per agent. Validated once into typed values; resolved per (tenant, agent).
+
+use super::intents::{default_intents, Intent};
+use super::verdict::{Action, Rule};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Tool-call repeat rules (seed 000, seed 004, ours).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolPolicy {
+    /// Calls kept for the repeat rules (000: DOOM_LOOP_WINDOW).
+    pub window: usize,
+    /// Identical or similar calls in the window that count as a loop (000: DOOM_LOOP_THRESHOLD).
+    pub repeat_threshold: usize,
+    /// Serialized-args length from which fuzzy matching applies (000).
+    pub fuzzy_min_chars: usize,
+    /// 3-gram Jaccard similarity for "similar" (000).
+    pub fuzzy_similarity: f64,
+    /// Polling tools that never count for repeat rules (000: DOOM_LOOP_EXEMPT).
+    pub exempt_tools: Vec<String>,
+    /// Keys whose values make two calls different work (ours).
+    pub identity_keys: Vec<String>,
+    /// Keys dropped before near-duplicate comparison (004).
+    pub volatile_keys: Vec<String>,
+    /// Consecutive near-identical calls before the one-time warning (004).
+    pub near_duplicate_streak: usize,
+    pub cycle_min_period: usize,
+    pub cycle_max_period: usize,
+    pub cycle_repeats: usize,
+    /// Identical failures in a row (ours).
+    pub error_repeat: usize,
+    /// Rounds of proven no-change before the steer (004: LOOP_WARN).
+    pub no_change_steer_rounds: usize,
+    /// Rounds of proven no-change before the abort (004: LOOP_HARD = LOOP_WARN + 2).
+    pub no_change_abort_rounds: usize,
+}
+
+impl Default for ToolPolicy {
+    fn default() -> Self {
+        ToolPolicy {
+            window: 6,
+            repeat_threshold: 3,
+            fuzzy_min_chars: 50,
+            fuzzy_similarity: 0.8,
+            exempt_tools: vec!["check_background_tasks".into()],
+            identity_keys: strings(&[
+                "path",
+                "file",
+                "file_path",
+                "filename",
+                "url",
+                "uri",
+                "id",
+                "page",
+                "offset",
+                "cursor",
+                "line",
+                "start",
+                "end",
+                "start_line",
+                "end_line",
+                "range",
+                "index",
+            ]),
+            volatile_keys: strings(&[
+                "request_id",
+                "trace_id",
+                "span_id",
+                "nonce",
+                "timestamp",
+                "ts",
+                "created_at",
+                "updated_at",
+                "idempotency_key",
+                "client_request_id",
+            ]),
+            near_duplicate_streak: 6,
+            cycle_min_period: 2,
+            cycle_max_period: 5,
+            cycle_repeats: 3,
+            error_repeat: 3,
+            no_change_steer_rounds: 3,
+            no_change_abort_rounds: 5,
+        }
+    }
+}
+
+/// The progress governor (seed 004).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProgressPolicy {
+    /// Consecutive rounds proven to produce nothing new (004: RUN_NO_PROGRESS_NUDGE_ROUNDS).
+    pub no_progress_rounds: usize,
+    /// Consecutive read/search/list-only rounds (004: RUN_DISCOVERY_NUDGE_ROUNDS).
+    pub discovery_rounds: usize,
+    /// Tools that only read, search or list (004: DISCOVERY_ONLY_TOOLS). A result whose
+    /// evidence says `effect: read` counts as discovery whatever its tool.
+    pub discovery_tools: Vec<String>,
+}
+
+impl Default for ProgressPolicy {
+    fn default() -> Self {
+        ProgressPolicy {
+            no_progress_rounds: 2,
+            discovery_rounds: 8,
+            discovery_tools: strings(&[
+                "read",
+                "read_file",
+                "view",
+                "cat",
+                "open",
+                "grep",
+                "search",
+                "search_files",
+                "find",
+                "glob",
+                "ls",
+                "list",
+                "list_dir",
+                "list_files",
+                "web_search",
+                "fetch",
+                "browse",
+            ]),
+        }
+    }
+}
+
+/// Budgets and the three convergence signals (seeds 000 and 004).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetPolicy {
+    /// Model-tool rounds per user request (000: MAX_TOOL_ROUNDS).
+    pub max_tool_rounds: usize,
+    pub near_limit_ratio: f64,
+    pub slow_after_secs: u64,
+    pub slow_min_rounds: usize,
+    /// Rounds without new information that make "no new information recently" (ours).
+    pub slow_quiet_rounds: usize,
+    pub churn_compactions: usize,
+    pub churn_ratio: f64,
+}
+
+impl Default for BudgetPolicy {
+    fn default() -> Self {
+        BudgetPolicy {
+            max_tool_rounds: 15,
+            near_limit_ratio: 0.8,
+            slow_after_secs: 480,
+            slow_min_rounds: 8,
+            slow_quiet_rounds: 3,
+            churn_compactions: 2,
+            churn_ratio: 0.75,
+        }
+    }
+}
+
+/// Reasoning, content and turn rules (seed 003).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReasoningPolicy {
+    pub repeat_span_min: usize,
+    /// Chars left in the repeated span once punctuation and spaces are stripped.
+    pub repeat_body_min: usize,
+    pub variant_count: usize,
+    /// Shortest sentence (alphanumeric chars) that counts for variant repeats (ours).
+    pub variant_min_chars: usize,
+    pub block_repeat_min: usize,
+    pub block_repeat_count: usize,
+    pub max_reasoning_secs: u64,
+    pub reasoning_char_limit: usize,
+    pub content_repeat_span_min: usize,
+    pub max_total_secs: u64,
+    pub max_retries: u32,
+    /// Chars of the request's text kept for the repetition rules (ours; bounds memory).
+    pub tail_chars: usize,
+    pub intervention: String,
+    pub escalation: String,
+    pub escalation_reasoning_effort: String,
+}
+
+impl Default for ReasoningPolicy {
+    fn default() -> Self {
+        ReasoningPolicy {
+            repeat_span_min: 24,
+            repeat_body_min: 5,
+            variant_count: 3,
+            variant_min_chars: 4,
+            block_repeat_min: 100,
+            block_repeat_count: 3,
+            max_reasoning_secs: 60,
+            reasoning_char_limit: 20_000,
+            content_repeat_span_min: 100,
+            max_total_secs: 120,
+            max_retries: 2,
+            tail_chars: 8192,
+            intervention: "Repeated reasoning detected: stop the loop and give the final answer directly.".into(),
+            escalation: "You are still repeating yourself. Stop reasoning in circles now: state what you know and answer."
+                .into(),
+            escalation_reasoning_effort: "low".into(),
+        }
+    }
+}
+
+/// Required-tool expectation (seed 000).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExpectPolicy {
+    /// Retries before giving up (000: MAX_INCOMPLETE_TOOL_RETRIES).
+    pub max_retries: u32,
+    /// Messages before the current one searched for context (000: limit=4).
+    pub context_messages: usize,
+    pub intents: Vec<Intent>,
+}
+
+impl Default for ExpectPolicy {
+    fn default() -> Self {
+        ExpectPolicy {
+            max_retries: 2,
+            context_messages: 4,
+            intents: default_intents(),
+        }
+    }
+}
+
+/// An operator's change to one rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSetting {
+    pub rule: String,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub action: Option<Action>,
+}
+
+/// The full policy for one (tenant, agent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    pub tool: ToolPolicy,
+    pub progress: ProgressPolicy,
+    pub budget: BudgetPolicy,
+    pub reasoning: ReasoningPolicy,
+    pub expect: ExpectPolicy,
+    pub rules: Vec<RuleSetting>,
+    #[serde(skip)]
+    switches: RuleSwitches,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct RuleSwitches {
+    enabled: [bool; Rule::ALL.len()],
+    action: [Option<Action>; Rule::ALL.len()],
+}
+
+impl Default for RuleSwitches {
+    fn default() -> Self {
+        RuleSwitches {
+            enabled: [true; Rule::ALL.len()],
+            action: [None; Rule::ALL.len()],
+        }
+    }
+}
+
+impl Policy {
+    pub fn enabled(&self, rule: Rule) -> bool {
+        self.switches.enabled[rule.index()]
+    }
+
+    /// The action to emit: the operator's override, else the rule's own.
+    pub fn action(&self, rule: Rule, default: Action) -> Action {
+        self.switches.action[rule.index()].unwrap_or(default)
+    }
+
+    /// Checks values and compiles the rule switches; lists every problem.
+    fn finish(mut self, problems: &mut Vec<String>, at: &str) -> Policy {
+        let mut p = |ok: bool, msg: &str| {
+            if !ok {
+                problems.push(format!("{at}: {msg}"));
+            }
+        };
+        let t = &self.tool;
+        p(t.window >= 1, "tool.window must be >= 1");
+        p(
+            t.repeat_threshold >= 2 && t.repeat_threshold <= t.window,
+            "tool.repeat_threshold must be in 2..=tool.window",
+        );
+        p(
+            t.fuzzy_similarity > 0.0 && t.fuzzy_similarity <= 1.0,
+            "tool.fuzzy_similarity must be in (0, 1]",
+        );
+        p(
+            t.near_duplicate_streak >= 2,
+            "tool.near_duplicate_streak must be >= 2",
+        );
+        p(
+            t.cycle_min_period >= 2 && t.cycle_min_period <= t.cycle_max_period,
+            "tool.cycle_min_period must be in 2..=cycle_max_period",
+        );
+        p(
+            t.cycle_max_period <= 16,
+            "tool.cycle_max_period must be <= 16",
+        );
+        p(t.cycle_repeats >= 2, "tool.cycle_repeats must be >= 2");
+        p(t.error_repeat >= 2, "tool.error_repeat must be >= 2");
+        p(
+            t.no_change_steer_rounds >= 1 && t.no_change_abort_rounds > t.no_change_steer_rounds,
+            "tool.no_change_abort_rounds must exceed no_change_steer_rounds >= 1",
+        );
+        p(
+            self.progress.no_progress_rounds >= 1,
+            "progress.no_progress_rounds must be >= 1",
+        );
+        p(
+            self.progress.discovery_rounds >= 1,
+            "progress.discovery_rounds must be >= 1",
+        );
+        let b = &self.budget;
+        p(
+            b.max_tool_rounds >= 1,
+            "budget.max_tool_rounds must be >= 1",
+        );
+        p(
+            b.near_limit_ratio > 0.0 && b.near_limit_ratio <= 1.0,
+            "budget.near_limit_ratio must be in (0, 1]",
+        );
+        p(
+            b.churn_ratio > 0.0 && b.churn_ratio <= 1.0,
+            "budget.churn_ratio must be in (0, 1]",
+        );
+        p(
+            b.slow_quiet_rounds >= 1,
+            "budget.slow_quiet_rounds must be >= 1",
+        );
+        let r = &self.reasoning;
+        p(
+            r.repeat_span_min >= 4,
+            "reasoning.repeat_span_min must be >= 4",
+        );
+        p(
+            r.content_repeat_span_min >= 4,
+            "reasoning.content_repeat_span_min must be >= 4",
+        );
+        p(
+            r.block_repeat_min >= 8,
+            "reasoning.block_repeat_min must be >= 8",
+        );
+        p(
+            r.block_repeat_count >= 2,
+            "reasoning.block_repeat_count must be >= 2",
+        );
+        p(r.variant_count >= 2, "reasoning.variant_count must be >= 2");
+        let longest = r
+            .repeat_span_min
+            .max(r.content_repeat_span_min)
+            .max(r.block_repeat_min);
+        p(
+            r.tail_chars >= 4 * longest && r.tail_chars <= 1 << 20,
+            "reasoning.tail_chars must be in 4*longest span..=1048576",
+        );
+        p(
+            self.expect.context_messages <= 64,
+            "expect.context_messages must be <= 64",
+        );
+        for (i, intent) in self.expect.intents.iter().enumerate() {
+            if let Err(e) = intent.check() {
+                problems.push(format!("{at}: expect.intents[{i}]: {e}"));
+            }
+        }
+        let mut switches = RuleSwitches::default();
+        for s in &self.rules {
+            match Rule::from_name(&s.rule) {
+                Some(rule) => {
+                    if let Some(e) = s.enabled {
+                        switches.enabled[rule.index()] = e;
+                    }
+                    if s.action.is_some() {
+                        switches.action[rule.index()] = s.action;
+                    }
+                }
+                None => problems.push(format!("{at}: rules: unknown rule `{}`", s.rule)),
+            }
+        }
+        self.switches = switches;
+        self
+    }
+}
+
+/// A partial policy applied to one tenant, one agent, or one (tenant, agent) pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Override {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The same shape as the policy, only the keys to change.
+    #[serde(default)]
+    pub set: Value,
+}
+
+/// The validated policy set: the global policy and every override, resolved on demand.
+#[derive(Debug, Clone)]
+pub struct PolicySet {
+    global_raw: Value,
+    global: std::sync::Arc<Policy>,
+    overrides: Vec<Override>,
+    resolved: BTreeMap<(Option<String>, Option<String>), std::sync::Arc<Policy>>,
+}
+
+impl Default for PolicySet {
+    fn default() -> Self {
+        PolicySet::compile(&Value::Null).expect("built-in defaults are valid")
+    }
+}
+
+impl PolicySet {
+    /// Compiles a policy table (`{tool:…, …, overrides:[…]}`), or reports every problem.
+    pub fn compile(raw: &Value) -> Result<PolicySet, Vec<String>> {
+        let mut problems = Vec::new();
+        let mut global_raw = match raw {
+            Value::Null => Value::Object(Default::default()),
+            Value::Object(_) => raw.clone(),
+            _ => return Err(vec!["policy: must be a table".into()]),
+        };
+        let overrides: Vec<Override> = match global_raw
+            .as_object_mut()
+            .and_then(|o| o.remove("overrides"))
+        {
+            None => Vec::new(),
+            Some(v) => serde_json::from_value(v).unwrap_or_else(|e| {
+                problems.push(format!("policy.overrides: {e}"));
+                Vec::new()
+            }),
+        };
+        let global = parse(&global_raw, "policy", &mut problems);
+        let mut resolved = BTreeMap::new();
+        for (i, o) in overrides.iter().enumerate() {
+            if o.tenant.is_none() && o.agent.is_none() {
+                problems.push(format!(
+                    "policy.overrides[{i}]: needs `tenant`, `agent` or both"
+                ));
+            }
+            let merged = merge(global_raw.clone(), &o.set);
+            let at = format!("policy.overrides[{i}]");
+            let p = parse(&merged, &at, &mut problems);
+            resolved.insert((o.tenant.clone(), o.agent.clone()), std::sync::Arc::new(p));
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let mut set = PolicySet {
+            global_raw,
+            global: std::sync::Arc::new(global),
+            overrides,
+            resolved: BTreeMap::new(),
+        };
+        // Pre-resolve the pairs named in overrides so lookups never fail later.
+        for key in resolved.keys() {
+            set.resolve(key.0.as_deref(), key.1.as_deref());
+        }
+        Ok(set)
+    }
+
+    pub fn global(&self) -> &std::sync::Arc<Policy> {
+        &self.global
+    }
+
+    /// The policy for a (tenant, agent): global, then the tenant's override, then the
+    /// agent's, then the pair's; cached.
+    pub fn resolve(&mut self, tenant: Option<&str>, agent: Option<&str>) -> std::sync::Arc<Policy> {
+        if self.overrides.is_empty() {
+            return self.global.clone();
+        }
+        let key = (tenant.map(str::to_string), agent.map(str::to_string));
+        if let Some(p) = self.resolved.get(&key) {
+            return p.clone();
+        }
+        let mut raw = self.global_raw.clone();
+        let mut touched = false;
+        for stage in 0..3 {
+            for o in &self.overrides {
+                let hit = match stage {
+                    0 => o.agent.is_none() && o.tenant.is_some() && o.tenant.as_deref() == tenant,
+                    1 => o.tenant.is_none() && o.agent.is_some() && o.agent.as_deref() == agent,
+                    _ => {
+                        o.tenant.is_some()
+                            && o.agent.is_some()
+                            && o.tenant.as_deref() == tenant
+                            && o.agent.as_deref() == agent
+                    }
+                };
+                if hit {
+                    raw = merge(raw, &o.set);
+                    touched = true;
+                }
+            }
+        }
+        let policy = if touched {
+            let mut ignored = Vec::new();
+            std::sync::Arc::new(parse(&raw, "policy", &mut ignored))
+        } else {
+            self.global.clone()
+        };
+        // Bounded: unknown tenants share the global policy and are not cached.
+        if touched && self.resolved.len() < 10_000 {
+            self.resolved.insert(key, policy.clone());
+        }
+        policy
+    }
+}
+
+fn parse(raw: &Value, at: &str, problems: &mut Vec<String>) -> Policy {
+    match serde_json::from_value::<Policy>(raw.clone()) {
+        Ok(p) => p.finish(problems, at),
+        Err(e) => {
+            problems.push(format!("{at}: {e}"));
+            Policy::default()
+        }
+    }
+}
+
+/// Deep-merges `patch` onto `base`: tables merge key by key; `rules` lists append.
+fn merge(mut base: Value, patch: &Value) -> Value {
+    match (&mut base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                let merged = match (k.as_str(), b.remove(k)) {
+                    ("rules", Some(Value::Array(mut old))) => {
+                        if let Value::Array(new) = v {
+                            old.extend(new.iter().cloned());
+                        }
+                        Value::Array(old)
+                    }
+                    (_, Some(old)) => merge(old, v),
+                    (_, None) => v.clone(),
+                };
+                b.insert(k.clone(), merged);
+            }
+            base
+        }
+        _ => patch.clone(),
+    }
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_follow_the_seeds() {
+        let p = PolicySet::default().global().clone();
+        assert_eq!(
+            (
+                p.tool.window,
+                p.tool.repeat_threshold,
+                p.tool.fuzzy_min_chars
+            ),
+            (6, 3, 50)
+        );
+        assert_eq!(p.budget.max_tool_rounds, 15);
+        assert_eq!(p.reasoning.repeat_span_min, 24);
+        assert_eq!(p.reasoning.reasoning_char_limit, 20_000);
+        assert_eq!(p.expect.max_retries, 2);
+        assert!(p.enabled(Rule::Cycle));
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let raw = json!({"tool": {"window": 0, "bogus": 1}, "budget": {"near_limit_ratio": 3.0}, "rules": [{"rule": "tool.nope"}]});
+        let errs = PolicySet::compile(&raw).unwrap_err();
+        assert!(errs.iter().any(|e| e.contains("bogus")), "{errs:?}");
+        let raw = json!({"tool": {"window": 0}, "budget": {"near_limit_ratio": 3.0}, "rules": [{"rule": "tool.nope"}]});
+        let errs = PolicySet::compile(&raw).unwrap_err();
+        assert_eq!(errs.len(), 4, "{errs:?}");
+    }
+
+    #[test]
+    fn overrides_apply_by_tenant_then_agent() {
+        let raw = json!({
+            "budget": {"max_tool_rounds": 20},
+            "overrides": [
+                {"tenant": "acme", "set": {"budget": {"max_tool_rounds": 30}, "rules": [{"rule": "tool.cycle", "enabled": false}]}},
+                {"agent": "coder", "set": {"budget": {"max_tool_rounds": 40}}},
+                {"tenant": "acme", "agent": "coder", "set": {"rules": [{"rule": "tool.exact_repeat", "action": "warn"}]}}
+            ]
+        });
+        let mut set = PolicySet::compile(&raw).unwrap();
+        assert_eq!(set.resolve(None, None).budget.max_tool_rounds, 20);
+        let acme = set.resolve(Some("acme"), None);
+        assert_eq!(acme.budget.max_tool_rounds, 30);
+        assert!(!acme.enabled(Rule::Cycle));
+        let both = set.resolve(Some("acme"), Some("coder"));
+        assert_eq!(both.budget.max_tool_rounds, 40);
+        assert!(!both.enabled(Rule::Cycle));
+        assert_eq!(both.action(Rule::ExactRepeat, Action::Block), Action::Warn);
+        assert_eq!(set.resolve(Some("other"), None).budget.max_tool_rounds, 20);
+    }
+}

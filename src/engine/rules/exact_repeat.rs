@@ -1,0 +1,51 @@
+//! `tool.exact_repeat` (seed 000): the same tool with the same canonical args 3 times in
+//! the last 6 calls -> block the call and stop the round's remaining calls.
+
+use super::calls::{polling_with_progress, CallWindow};
+use crate::engine::emit::{Cx, Finding};
+use crate::engine::verdict::{Action, Rule};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ExactRepeat {
+    /// Signature last blocked and how many blocks it got in a row.
+    last_sig: u64,
+    blocks: u32,
+}
+
+impl ExactRepeat {
+    /// Judges the newest call of `window`; returns true when it blocked.
+    pub fn on_call(&mut self, window: &CallWindow, cx: &mut Cx) -> bool {
+        let p = &cx.policy.tool;
+        let Some(call) = window.newest() else {
+            return false;
+        };
+        let matches: Vec<_> = window
+            .earlier(p.window - 1)
+            .filter(|c| c.sig == call.sig)
+            .collect();
+        if matches.len() + 1 < p.repeat_threshold || !cx.enabled(Rule::ExactRepeat) {
+            return false;
+        }
+        if polling_with_progress(matches.iter().copied()) {
+            return false;
+        }
+        self.blocks = if self.last_sig == call.sig {
+            self.blocks + 1
+        } else {
+            1
+        };
+        self.last_sig = call.sig;
+        let msg = format!(
+            "Blocked: `{}` was called with the same arguments {} times in the last {} calls. \
+             It will not give a different answer; change approach or report what you have.",
+            call.tool,
+            matches.len() + 1,
+            p.window
+        );
+        let evidence = json!({"tool": call.tool, "count": matches.len() + 1, "window": p.window, "args_hash": format!("{:016x}", call.sig)});
+        cx.emit(Finding::new(Rule::ExactRepeat, Action::Block, msg, evidence).attempt(self.blocks));
+        true
+    }
+}

@@ -1,0 +1,366 @@
+//! Per-session state and the dispatch of one event to the rules, in a fixed order.
+//! One file per rule (or per family sharing one state); this module only routes. Pure.
+
+mod budget;
+mod calls;
+mod cycle;
+mod discovery_only;
+mod error_repeat;
+mod escalation;
+mod exact_repeat;
+mod fuzzy_repeat;
+mod near_duplicate;
+mod no_change;
+mod no_progress;
+mod required_tool;
+pub mod round;
+mod text_repeats;
+mod turn_limits;
+
+use super::canon::hash64;
+use super::emit::Cx;
+use super::event::{Body, Effect, Event};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// Most tool calls awaiting their result that a session remembers.
+const MAX_PENDING_CALLS: usize = 256;
+
+/// A call waiting for its result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pending {
+    call_id: String,
+    turn_id: String,
+    sig: u64,
+    round: u32,
+    exempt: bool,
+    /// Its tool is on the read/search/list list.
+    named_discovery: bool,
+}
+
+/// Everything scoped to one user request (reset by a `user_message`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Request {
+    started_ms: Option<i64>,
+    window: calls::CallWindow,
+    pending: VecDeque<Pending>,
+    open_round: Option<round::OpenRound>,
+    /// Calls of the open round not (yet) shown to be discovery.
+    non_discovery: u32,
+    reads: round::ReadLog,
+    exact: exact_repeat::ExactRepeat,
+    fuzzy: fuzzy_repeat::FuzzyRepeat,
+    near: near_duplicate::NearDuplicate,
+    cycle: cycle::Cycle,
+    errors: error_repeat::ErrorRepeat,
+    no_change: no_change::NoChange,
+    no_progress: no_progress::NoProgress,
+    discovery: discovery_only::DiscoveryOnly,
+    budget: budget::Budget,
+    required: required_tool::RequiredTool,
+    text: text_repeats::TextRepeats,
+}
+
+/// One session's detector state: what is handed over between instances.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionState {
+    pub tenant: Option<String>,
+    pub agent: Option<String>,
+    pub model: Option<String>,
+    pub last_ms: i64,
+    pub events: u64,
+    recent_ids: VecDeque<u64>,
+    context: required_tool::RecentMessages,
+    request: Request,
+    turn: Option<turn_limits::Turn>,
+}
+
+/// Counters a session's step reports back to the engine.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepReport {
+    pub gave_up: u32,
+}
+
+/// A short, text-free summary of a session for the debug view.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummary {
+    pub events: u64,
+    pub last_ts_ms: i64,
+    pub request_rounds: u32,
+    pub compactions: u32,
+    pub window_calls: usize,
+    pub pending_calls: usize,
+    pub turn_id: Option<String>,
+    pub turn_reasoning_chars: usize,
+    pub state_bytes: usize,
+}
+
+impl SessionState {
+    pub fn new(tenant: Option<String>, agent: Option<String>) -> Self {
+        SessionState {
+            tenant,
+            agent,
+            ..Default::default()
+        }
+    }
+
+    /// True when `event_id` was already seen recently (a producer retry); remembers it.
+    pub fn seen_before(&mut self, event_id: &str, keep: usize) -> bool {
+        let h = hash64(event_id.as_bytes());
+        if self.recent_ids.contains(&h) {
+            return true;
+        }
+        self.recent_ids.push_back(h);
+        while self.recent_ids.len() > keep {
+            self.recent_ids.pop_front();
+        }
+        false
+    }
+
+    /// Runs every rule concerned by `event`.
+    pub fn step(&mut self, event: &Event, cx: &mut Cx) -> StepReport {
+        let ts = event.meta.ts_ms;
+        let mut report = StepReport::default();
+        self.last_ms = ts;
+        self.events += 1;
+        if let Some(id) = event.body.turn_id() {
+            if self.turn.as_ref().map(|t| t.id.as_str()) != Some(id) {
+                self.turn = Some(turn_limits::Turn::new(id, ts));
+            }
+        }
+        if !matches!(event.body, Body::UserMessage { .. }) {
+            self.request.started_ms.get_or_insert(ts);
+        }
+        match &event.body {
+            Body::UserMessage { text } => {
+                let required =
+                    required_tool::RequiredTool::on_user_message(text, &mut self.context, cx);
+                self.request = Request {
+                    started_ms: Some(ts),
+                    required,
+                    ..Default::default()
+                };
+                self.context.push(text, cx.policy.expect.context_messages);
+                self.turn = None;
+            }
+            Body::AssistantMessage { text, .. } => {
+                self.context.push(text, cx.policy.expect.context_messages);
+                if let Some(turn) = self.turn.as_mut() {
+                    if !turn.saw_content && !text.is_empty() {
+                        turn.saw_content = true;
+                        report.gave_up += self.request.text.on_content(text, &mut turn.ladder, cx);
+                    }
+                }
+            }
+            Body::ToolCall {
+                turn_id,
+                call_id,
+                tool,
+                args,
+            } => self.on_tool_call(turn_id, call_id, tool, args, cx),
+            Body::ToolResult { .. } => self.on_tool_result(event, cx),
+            Body::Reasoning { text, .. } => {
+                if let Some(turn) = self.turn.as_mut() {
+                    report.gave_up += self.request.text.on_reasoning(text, &mut turn.ladder, cx);
+                    report.gave_up += turn.on_reasoning(text.chars().count(), ts, cx);
+                }
+            }
+            Body::Content { text, .. } => {
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.saw_content |= !text.is_empty();
+                    report.gave_up += self.request.text.on_content(text, &mut turn.ladder, cx);
+                }
+            }
+            Body::TurnEnd { turn_id } => {
+                let made_calls = self.turn.as_ref().is_some_and(|t| t.tool_calls > 0);
+                self.request.required.on_turn_end(made_calls, cx);
+                if let Some(open) = self
+                    .request
+                    .open_round
+                    .as_mut()
+                    .filter(|r| &r.turn_id == turn_id)
+                {
+                    open.ended = true;
+                    if open.complete() {
+                        self.close_round(cx);
+                    }
+                }
+            }
+            Body::Compaction => self.request.budget.on_compaction(cx),
+            Body::SessionEnd | Body::Unknown { .. } => {}
+        }
+        if let Some(turn) = self
+            .turn
+            .as_mut()
+            .filter(|t| event.body.turn_id() == Some(t.id.as_str()))
+        {
+            report.gave_up += turn.on_event(ts, cx);
+        }
+        if let Some(start) = self.request.started_ms {
+            self.request.budget.check_slow(ts - start, cx);
+        }
+        report
+    }
+
+    fn on_tool_call(
+        &mut self,
+        turn_id: &str,
+        call_id: &str,
+        tool: &str,
+        args: &serde_json::Value,
+        cx: &mut Cx,
+    ) {
+        let p = cx.policy;
+        let req = &mut self.request;
+        if let Some(turn) = self.turn.as_mut() {
+            turn.tool_calls += 1;
+        }
+        if req.open_round.as_ref().map(|r| r.turn_id.as_str()) != Some(turn_id) {
+            if req.open_round.is_some() {
+                self.close_round(cx);
+            }
+            let req = &mut self.request;
+            req.budget.on_round_start(cx);
+            req.open_round = Some(round::OpenRound::new(turn_id, req.budget.rounds));
+            req.non_discovery = 0;
+        }
+        let req = &mut self.request;
+        let round = req.open_round.as_mut().map(|r| {
+            r.calls += 1;
+            r.index
+        });
+        let named_discovery = p.progress.discovery_tools.iter().any(|t| t == tool);
+        if !named_discovery {
+            req.non_discovery += 1;
+        }
+        req.required.on_call(tool, args, cx);
+        let exempt = p.tool.exempt_tools.iter().any(|t| t == tool);
+        let mut sig = 0;
+        if !exempt {
+            let record = calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), &p.tool);
+            sig = record.sig;
+            let keep = p.tool.window.max(1);
+            req.window.push(record.clone(), keep);
+            if !req.exact.on_call(&req.window, cx) {
+                req.fuzzy.on_call(&req.window, cx);
+            }
+            req.near.on_call(&record, cx);
+            req.cycle.on_call(&record, cx);
+        }
+        req.pending.push_back(Pending {
+            call_id: call_id.to_string(),
+            turn_id: turn_id.to_string(),
+            sig,
+            round: round.unwrap_or(0),
+            exempt,
+            named_discovery,
+        });
+        while req.pending.len() > MAX_PENDING_CALLS {
+            req.pending.pop_front();
+        }
+    }
+
+    fn on_tool_result(&mut self, event: &Event, cx: &mut Cx) {
+        let Body::ToolResult {
+            call_id,
+            tool,
+            status,
+            error,
+            evidence,
+        } = &event.body
+        else {
+            return;
+        };
+        let req = &mut self.request;
+        let pending = req
+            .pending
+            .iter()
+            .position(|p| &p.call_id == call_id)
+            .and_then(|i| req.pending.remove(i));
+        let outcome = round::classify(*status, evidence.as_ref(), &mut req.reads);
+        if let Some(out) = evidence.as_ref().and_then(|e| e.output_hash.as_ref()) {
+            req.window.record_output(call_id, hash64(out.as_bytes()));
+        }
+        let Some(pending) = pending else { return };
+        let turn_id = pending.turn_id.clone();
+        let mut cx = Cx {
+            policy: cx.policy,
+            meta: cx.meta,
+            turn_id: Some(&turn_id),
+            out: &mut *cx.out,
+        };
+        if !pending.exempt {
+            let err = (*status == super::event::ToolStatus::Error)
+                .then(|| error.as_deref().unwrap_or(""));
+            req.errors.on_result(tool, err, &mut cx);
+            req.no_change
+                .on_result(pending.sig, tool, pending.round, outcome, &mut cx);
+        }
+        let is_read = evidence.as_ref().and_then(|e| e.effect) == Some(Effect::Read);
+        let Some(open) = req.open_round.as_mut().filter(|r| r.index == pending.round) else {
+            return;
+        };
+        if is_read && !pending.named_discovery {
+            req.non_discovery = req.non_discovery.saturating_sub(1);
+        }
+        open.add(outcome);
+        if open.complete() {
+            self.close_round(&mut cx);
+        }
+    }
+
+    fn close_round(&mut self, cx: &mut Cx) {
+        let req = &mut self.request;
+        let Some(open) = req.open_round.take() else {
+            return;
+        };
+        let outcome = open.outcome();
+        req.no_progress.on_round(outcome, cx);
+        req.discovery.on_round(req.non_discovery == 0, cx);
+        req.budget.on_round_end(outcome);
+    }
+
+    /// Rebuilds derived lookup tables after the state was deserialized.
+    pub fn rebuild(&mut self) {
+        self.request.text.rebuild();
+    }
+
+    pub fn summary(&self) -> SessionSummary {
+        SessionSummary {
+            events: self.events,
+            last_ts_ms: self.last_ms,
+            request_rounds: self.request.budget.rounds,
+            compactions: self.request.budget.compactions,
+            window_calls: self.request.window.calls.len(),
+            pending_calls: self.request.pending.len(),
+            turn_id: self.turn.as_ref().map(|t| t.id.clone()),
+            turn_reasoning_chars: self.turn.as_ref().map_or(0, |t| t.reasoning_chars),
+            state_bytes: self.heap_bytes(),
+        }
+    }
+
+    /// Approximate heap bytes held (for capacity planning; not exact).
+    pub fn heap_bytes(&self) -> usize {
+        let strings = |s: &Option<String>| s.as_ref().map_or(0, |s| s.capacity());
+        let window: usize = self
+            .request
+            .window
+            .calls
+            .iter()
+            .map(|c| 160 + c.grams.as_ref().map_or(0, |g| g.capacity() * 8))
+            .sum();
+        std::mem::size_of::<SessionState>()
+            + strings(&self.tenant)
+            + strings(&self.agent)
+            + strings(&self.model)
+            + self.recent_ids.capacity() * 8
+            + window
+            + self.request.pending.capacity() * std::mem::size_of::<Pending>()
+            + self.request.text.heap_bytes()
+            + self.context_bytes()
+    }
+
+    fn context_bytes(&self) -> usize {
+        serde_json::to_string(&self.context).map_or(0, |s| s.len())
+    }
+}

@@ -1,0 +1,131 @@
+//! Long-range block repeats: any `window`-char run of the normalized text (punctuation and
+//! whitespace removed) seen `count` times within the kept tail (seed 003's block rule).
+
+use super::ring::CharRing;
+use super::{base_pow, mix, HashMap64, Hit, HitKind, BASE};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BlockRepeat {
+    window: usize,
+    count: usize,
+    tail: usize,
+    /// Normalized chars kept.
+    ring: CharRing,
+    /// Derived by `rebuild`: window hash ending at each kept position (0 = none), and per
+    /// hash (occurrences, last end position).
+    #[serde(skip)]
+    hashes: VecDeque<u64>,
+    #[serde(skip)]
+    seen: HashMap64<(u32, u64)>,
+    #[serde(skip)]
+    roll: u64,
+    #[serde(skip)]
+    pow_w: u64,
+}
+
+impl BlockRepeat {
+    pub fn new(window: usize, count: usize, tail: usize) -> Self {
+        BlockRepeat {
+            window,
+            count,
+            tail,
+            ring: CharRing::default(),
+            hashes: VecDeque::new(),
+            seen: HashMap64::default(),
+            roll: 0,
+            pow_w: base_pow(window),
+        }
+    }
+
+    /// Feeds one normalized char.
+    #[inline]
+    pub fn push(&mut self, c: char) -> Option<Hit> {
+        let pos = self.ring.end();
+        self.ring.push(c);
+        let hit = self.index(pos, true);
+        while self.ring.chars.len() > self.tail {
+            self.evict();
+        }
+        hit
+    }
+
+    #[inline]
+    fn index(&mut self, pos: u64, detect: bool) -> Option<Hit> {
+        let w = self.window as u64;
+        let c = self.ring.at(pos).unwrap_or('\0');
+        self.roll = self.roll.wrapping_mul(BASE).wrapping_add(mix(c));
+        if pos >= self.ring.start + w {
+            let out = self.ring.at(pos - w).unwrap_or('\0');
+            self.roll = self.roll.wrapping_sub(mix(out).wrapping_mul(self.pow_w));
+        }
+        if pos + 1 < self.ring.start + w {
+            self.hashes.push_back(0);
+            return None;
+        }
+        let h = self.roll | 1;
+        self.hashes.push_back(h);
+        let entry = self.seen.entry(h).or_insert((0, pos));
+        let previous = entry.1;
+        entry.0 += 1;
+        entry.1 = pos;
+        let occurrences = entry.0 as usize;
+        if !detect || occurrences < self.count {
+            return None;
+        }
+        // Confirm against the previous occurrence (guards against a hash collision).
+        let now = self.ring.slice(pos + 1 - w, pos + 1);
+        if previous != pos && self.ring.slice(previous + 1 - w, previous + 1) != now {
+            return None;
+        }
+        Some(Hit {
+            kind: HitKind::Block,
+            span: crate::engine::verdict::clip(&now, 200),
+            size: self.window,
+            count: occurrences,
+        })
+    }
+
+    fn evict(&mut self) {
+        // The window starting at the evicted char ends `window - 1` chars later.
+        let w = self.window as u64;
+        let end = self.ring.start + w - 1;
+        if let Some(&h) = end
+            .checked_sub(self.ring.start)
+            .and_then(|i| self.hashes.get(i as usize))
+        {
+            if h != 0 {
+                if let Some(e) = self.seen.get_mut(&h) {
+                    e.0 -= 1;
+                    if e.0 == 0 {
+                        self.seen.remove(&h);
+                    }
+                }
+            }
+        }
+        self.hashes.pop_front();
+        self.ring.pop_front();
+    }
+
+    pub fn reset(&mut self) {
+        self.ring.clear();
+        self.hashes.clear();
+        self.seen.clear();
+        self.roll = 0;
+    }
+
+    pub fn rebuild(&mut self) {
+        self.pow_w = base_pow(self.window);
+        self.hashes.clear();
+        self.seen.clear();
+        self.roll = 0;
+        for pos in self.ring.start..self.ring.end() {
+            self.index(pos, false);
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.ring.heap_bytes() + self.hashes.capacity() * 8 + self.seen.capacity() * 25
+    }
+}

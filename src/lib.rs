@@ -1,0 +1,7 @@
+//! loopguard: a fleet-wide loop guard for LLM agents. The detection engine (`engine`) is a
+//! pure state machine; replay, the Kafka service and the admin HTTP are adapters around it.
+#![forbid(unsafe_code)]
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod replay;

@@ -1,0 +1,113 @@
+//! The `loopguard` binary: parse the command line, load configuration, run one command.
+
+use clap::{Parser, Subcommand};
+use loopguard::config::{self, Config};
+use loopguard::engine::Engine;
+use std::io::{BufReader, IsTerminal, Write};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "loopguard",
+    version,
+    about = "Fleet-wide loop guard for LLM agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the detection engine over a JSONL file of events; verdicts to stdout.
+    Replay {
+        /// Configuration file (the same format as the service's).
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+        /// Stop at the first malformed line (exit 1).
+        #[arg(long)]
+        strict: bool,
+        /// Input file, or `-` for stdin.
+        #[arg(default_value = "-")]
+        input: String,
+    },
+    /// Print the effective rule table.
+    Rules {
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+    },
+    /// Validate a configuration file without starting anything.
+    CheckConfig { file: String },
+}
+
+fn load_config(path: Option<&str>) -> Result<Config, ExitCode> {
+    config::load(path).map_err(|e| {
+        eprintln!("loopguard: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Replay {
+            config,
+            strict,
+            input,
+        } => replay(config.as_deref(), strict, &input),
+        Command::Rules { config } => match load_config(config.as_deref()) {
+            Ok(c) => {
+                print!("{}", loopguard::cli::rules_table::render(c.policy.global()));
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::CheckConfig { file } => match load_config(Some(&file)) {
+            Ok(_) => {
+                println!("{file}: ok");
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+    }
+}
+
+fn replay(config: Option<&str>, strict: bool, input: &str) -> ExitCode {
+    let cfg = match load_config(config) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut engine = Engine::new(cfg.policy.clone(), cfg.engine.limits());
+    let reader: Box<dyn std::io::BufRead> = if input == "-" {
+        Box::new(BufReader::new(std::io::stdin().lock()))
+    } else {
+        match std::fs::File::open(input) {
+            Ok(f) => Box::new(BufReader::with_capacity(1 << 20, f)),
+            Err(e) => {
+                eprintln!("loopguard: cannot open {input}: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    let tty = std::io::stderr().is_terminal();
+    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let result = loopguard::replay::run(&mut engine, reader, stdout, strict, |n| {
+        if tty {
+            eprint!("\r{n} lines…");
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if tty {
+        eprint!("\r");
+    }
+    match result {
+        Ok(summary) => {
+            eprint!("{}", summary.render());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("loopguard: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! `loopguard replay`: runs the engine over a JSONL file of recorded events and writes one
+//! verdict per line. The same engine as the service; the output is identical every run.
+
+use crate::engine::event::Event;
+use crate::engine::verdict::{Action, Rule};
+use crate::engine::{Engine, Handled};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Write};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    #[error("line {line}: {reason}")]
+    Malformed { line: usize, reason: String },
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What a replay saw.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Summary {
+    pub lines: usize,
+    pub events: usize,
+    pub sessions: BTreeSet<String>,
+    pub malformed: Vec<(usize, String)>,
+    pub duplicates: usize,
+    pub unknown_types: usize,
+    pub verdicts: BTreeMap<(Rule, Action), usize>,
+}
+
+impl Summary {
+    pub fn total_verdicts(&self) -> usize {
+        self.verdicts.values().sum()
+    }
+
+    /// A human summary for stderr.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "replayed {} events from {} lines: {} sessions, {} verdicts, {} malformed, {} duplicates, {} unknown types\n",
+            self.events,
+            self.lines,
+            self.sessions.len(),
+            self.total_verdicts(),
+            self.malformed.len(),
+            self.duplicates,
+            self.unknown_types
+        );
+        for ((rule, action), n) in &self.verdicts {
+            s.push_str(&format!(
+                "  {:<28} {:<6} {n}\n",
+                rule.as_str(),
+                action.as_str()
+            ));
+        }
+        for (line, reason) in self.malformed.iter().take(20) {
+            s.push_str(&format!("  malformed line {line}: {reason}\n"));
+        }
+        s
+    }
+}
+
+/// Replays `input` through `engine`, writing verdicts to `out` as JSON lines.
+/// `progress` is called every 10 000 lines with the count so far.
+pub fn run(
+    engine: &mut Engine,
+    input: impl BufRead,
+    mut out: impl Write,
+    strict: bool,
+    mut progress: impl FnMut(usize),
+) -> Result<Summary, ReplayError> {
+    let mut summary = Summary::default();
+    let mut verdicts = Vec::new();
+    for (i, line) in input.split(b'\n').enumerate() {
+        let line = line?;
+        let number = i + 1;
+        summary.lines = number;
+        if number % 10_000 == 0 {
+            progress(number);
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let event = match Event::decode(&line) {
+            Ok(e) => e,
+            Err(e) => {
+                if strict {
+                    return Err(ReplayError::Malformed {
+                        line: number,
+                        reason: e.to_string(),
+                    });
+                }
+                summary.malformed.push((number, e.to_string()));
+                continue;
+            }
+        };
+        summary.sessions.insert(event.meta.session_id.clone());
+        verdicts.clear();
+        match engine.handle_event(event, &mut verdicts) {
+            Handled::Duplicate => summary.duplicates += 1,
+            Handled::UnknownType => summary.unknown_types += 1,
+            Handled::Processed | Handled::SessionEnded => summary.events += 1,
+        }
+        for v in &verdicts {
+            *summary.verdicts.entry((v.rule, v.action)).or_default() += 1;
+            serde_json::to_writer(&mut out, v).map_err(std::io::Error::from)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(summary)
+}
