@@ -15,7 +15,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 KUBE_VERSION=${KUBE_VERSION:-1.30.0}
@@ -33,7 +33,8 @@ failed=0
 # run NAME COMMAND...: runs a check, logs its output, records PASS or FAIL.
 run() {
   local name=$1; shift
-  local log="$LOGS/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').log"
+  local log
+  log="$LOGS/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').log"
   if "$@" >"$log" 2>&1; then
     results+=("PASS  $name")
     printf 'PASS  %s\n' "$name"

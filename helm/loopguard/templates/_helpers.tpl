@@ -106,6 +106,11 @@ delivery = {{ $k.delivery | toJson }}
 transactional_id_prefix = {{ $k.transactional_id_prefix | toJson }}
 batch_max_events = {{ $k.batch_max_events | int64 }}
 batch_max_ms = {{ $k.batch_max_ms | int64 }}
+{{- range $key := list "queue_max_messages" "queue_max_kbytes" }}
+{{- if hasKey $k $key }}
+{{ $key }} = {{ get $k $key | int64 }}
+{{- end }}
+{{- end }}
 
 [kafka.properties]
 {{- include "loopguard.kafkaPropertiesToml" . }}
@@ -123,6 +128,11 @@ model_allow_list = {{ default list $m.model_allow_list | toJson }}
 [engine]
 session_ttl_secs = {{ $e.session_ttl_secs | int64 }}
 max_sessions_per_partition = {{ $e.max_sessions_per_partition | int64 }}
+{{- range $key := list "max_text_bytes" "dedup_ids" }}
+{{- if hasKey $e $key }}
+{{ $key }} = {{ get $e $key | int64 }}
+{{- end }}
+{{- end }}
 {{- with .Values.config.policyToml }}
 
 {{ . }}

@@ -1,0 +1,371 @@
+//! Tool-call rules fire exactly at their threshold, and never on the work users do.
+mod common;
+
+use common::*;
+use loopguard::engine::verdict::{Action, Rule};
+use serde_json::json;
+
+#[test]
+fn exact_repeat_blocks_the_third_identical_call_not_the_second() {
+    let mut s = Script::new("s");
+    s.user("fix the build");
+    let first = s.round("bash", json!({"cmd": "cargo build", "cwd": "/w"}), None);
+    let second = s.round("bash", json!({"cwd": "/w", "cmd": "cargo build"}), None);
+    s.new_turn();
+    let (third, _) = s.call("bash", serde_json::from_str(r#"{ "cwd" : "/w",  "cmd":"cargo build" }"#).unwrap());
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::ExactRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, third);
+    assert_eq!(hits[0].action, Action::Block);
+    assert_eq!(hits[0].directives.stop_tool_calls, Some(true));
+    assert!(v.iter().all(|x| x.event_id != first && x.event_id != second));
+}
+
+#[test]
+fn exact_repeat_counts_only_the_last_six_calls() {
+    let mut s = Script::new("s");
+    s.user("go");
+    s.round("read_file", json!({"path": "a"}), None);
+    for i in 0..4 {
+        s.round("read_file", json!({"path": format!("other{i}")}), None);
+    }
+    s.round("read_file", json!({"path": "a"}), None);
+    s.round("read_file", json!({"path": "a"}), None);
+    let v = run(&s.events);
+    // The 7th call's window is calls 2..7, which holds "a" twice (calls 6 and 7): no block.
+    assert!(of_rule(&v, Rule::ExactRepeat).is_empty(), "{v:#?}");
+}
+
+#[test]
+fn polling_tool_is_exempt_forever() {
+    let mut s = Script::new("s");
+    s.user("wait for the job");
+    for _ in 0..14 {
+        s.round("check_background_tasks", json!({}), Some(ev(json!({"effect": "read", "output_hash": "same"}))));
+    }
+    let v = run(&s.events);
+    assert!(strong(&v).is_empty(), "{v:#?}");
+    // Across requests too: each user message resets the budget.
+    let mut s = Script::new("s2");
+    for _ in 0..4 {
+        s.user("still waiting?");
+        for _ in 0..10 {
+            s.round("check_background_tasks", json!({"id": 1}), None);
+        }
+    }
+    assert!(strong(&run(&s.events)).is_empty());
+}
+
+#[test]
+fn polling_a_job_whose_output_changes_is_not_blocked() {
+    let mut s = Script::new("s");
+    s.user("deploy");
+    for i in 0..6 {
+        s.round("job_status", json!({"job": "deploy-42"}), Some(ev(json!({"effect": "read", "output_hash": format!("h{i}")}))));
+    }
+    assert!(strong(&run(&s.events)).is_empty());
+    // ... but the same output again and again is.
+    let mut s = Script::new("s");
+    s.user("deploy");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(s.round("job_status", json!({"job": "deploy-42"}), Some(ev(json!({"effect": "read", "output_hash": "h"})))));
+    }
+    let v = run(&s.events);
+    assert_eq!(of_rule(&v, Rule::ExactRepeat)[0].event_id, ids[2]);
+}
+
+#[test]
+fn fuzzy_repeat_blocks_near_identical_long_args() {
+    let mut s = Script::new("s");
+    s.user("push it");
+    let a = "cd /Users/florianm/Desktop/Projects/app && git status -sb";
+    let b = "cd /Users/florianm/Desktop/Projects/app&& git status -sb";
+    s.round("shell", json!({"command": a}), None);
+    s.round("shell", json!({"command": b}), None);
+    s.new_turn();
+    let (third, _) = s.call("shell", json!({"command": "cd  /Users/florianm/Desktop/Projects/app && git status -sb"}));
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::FuzzyRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, third);
+}
+
+#[test]
+fn paging_through_a_file_is_work() {
+    let mut s = Script::new("s");
+    s.user("read the log");
+    for page in 0..12 {
+        s.round(
+            "read_file",
+            json!({"path": "/var/log/app/server-2026-11-30.log", "offset": page * 200, "limit": 200, "encoding": "utf-8"}),
+            Some(ev(json!({"effect": "read", "resource": "/var/log/app/server-2026-11-30.log", "read_range": [page * 200, page * 200 + 200]}))),
+        );
+    }
+    let v = run(&s.events);
+    assert!(strong(&v).is_empty(), "{v:#?}");
+}
+
+#[test]
+fn editing_twenty_files_with_the_same_change_is_work() {
+    let mut s = Script::new("s");
+    s.user("rename the import everywhere");
+    s.new_turn();
+    for i in 0..20 {
+        let (_, c) = s.call(
+            "edit_file",
+            json!({"path": format!("src/module_{i}.rs"), "old": "use crate::old_name::Thing;", "new": "use crate::new_name::Thing;"}),
+        );
+        s.result(&c, "edit_file", true, None, Some(ev(json!({"effect": "mutation", "state_before": format!("a{i}"), "state_after": format!("b{i}")}))));
+    }
+    s.turn_end();
+    let v = run(&s.events);
+    assert!(strong(&v).is_empty(), "{v:#?}");
+}
+
+#[test]
+fn cycle_of_three_is_steered_at_the_ninth_call() {
+    let mut s = Script::new("s");
+    s.user("make tests pass");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(s.round("edit_file", json!({"path": "a.rs", "patch": "x"}), None));
+        ids.push(s.round("run_tests", json!({}), None));
+        ids.push(s.round("git_diff", json!({}), None));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::Cycle);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, ids[8]);
+    assert_eq!(hits[0].action, Action::Steer);
+    assert!(of_rule(&v, Rule::ExactRepeat).is_empty(), "window of 6 cannot see a period of 3");
+}
+
+#[test]
+fn error_repeat_steers_at_the_third_identical_failure() {
+    let mut s = Script::new("s");
+    s.user("build");
+    let mut results = Vec::new();
+    for i in 0..3 {
+        s.new_turn();
+        let (_, c) = s.call("bash", json!({"cmd": format!("make -j{i}")}));
+        s.turn_end();
+        results.push(s.result(&c, "bash", false, Some("error: linker `cc` not found"), None));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::ErrorRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, results[2]);
+}
+
+#[test]
+fn near_duplicate_warns_once_at_six() {
+    let mut s = Script::new("s");
+    s.user("query");
+    let mut ids = Vec::new();
+    for i in 0..9 {
+        ids.push(s.round("api", json!({"q": "x", "request_id": format!("r{i}")}), None));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::NearDuplicate);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, ids[5]);
+    assert_eq!(hits[0].action, Action::Warn);
+}
+
+#[test]
+fn no_change_steers_at_three_rounds_and_aborts_at_five() {
+    // Three calls per round keep the identical call under exact_repeat's window.
+    let mut s = Script::new("s");
+    s.user("apply the migration");
+    let mut last_results = Vec::new();
+    for r in 0..5 {
+        s.new_turn();
+        let (_, c1) = s.call("apply_migration", json!({"name": "m1"}));
+        let (_, c2) = s.call("read_file", json!({"path": format!("notes{r}")}));
+        let (_, c3) = s.call("list_dir", json!({"path": format!("d{r}")}));
+        s.turn_end();
+        s.result(&c2, "read_file", true, None, None);
+        s.result(&c3, "list_dir", true, None, None);
+        last_results.push(s.result(&c1, "apply_migration", true, None, Some(ev(json!({"effect": "mutation", "state_before": "h", "state_after": "h"})))));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::NoChange);
+    assert_eq!(hits.len(), 2, "{v:#?}");
+    assert_eq!((hits[0].event_id.as_str(), hits[0].action), (last_results[2].as_str(), Action::Steer));
+    assert_eq!((hits[1].event_id.as_str(), hits[1].action, hits[1].attempt), (last_results[4].as_str(), Action::Abort, 2));
+    assert!(of_rule(&v, Rule::ExactRepeat).is_empty());
+}
+
+#[test]
+fn no_change_needs_evidence_unknown_never_counts() {
+    let mut s = Script::new("s");
+    s.user("x");
+    for r in 0..5 {
+        s.new_turn();
+        let (_, c1) = s.call("apply_migration", json!({"name": "m1"}));
+        let (_, c2) = s.call("read_file", json!({"path": format!("n{r}")}));
+        let (_, c3) = s.call("list_dir", json!({"path": format!("d{r}")}));
+        s.turn_end();
+        s.result(&c1, "apply_migration", true, None, Some(evidence("unknown")));
+        s.result(&c2, "read_file", true, None, None);
+        s.result(&c3, "list_dir", true, None, None);
+    }
+    let v = run(&s.events);
+    assert!(of_rule(&v, Rule::NoChange).is_empty());
+    assert!(of_rule(&v, Rule::NoProgress).is_empty(), "unknown rounds never count as no progress");
+}
+
+#[test]
+fn no_progress_warns_once_after_two_empty_rounds() {
+    let mut s = Script::new("s");
+    s.user("find the bug");
+    let mut closing = Vec::new();
+    for i in 0..4 {
+        s.new_turn();
+        let (_, c) = s.call("search", json!({"q": format!("term{i}")}));
+        s.turn_end();
+        closing.push(s.result(&c, "search", true, None, Some(ev(json!({"effect": "read", "new_info": false})))));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::NoProgress);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, closing[1]);
+}
+
+#[test]
+fn discovery_only_warns_at_the_eighth_round() {
+    let mut s = Script::new("s");
+    s.user("understand the codebase");
+    let mut closing = Vec::new();
+    for i in 0..10 {
+        s.new_turn();
+        let (_, c) = s.call("read_file", json!({"path": format!("src/f{i}.rs")}));
+        s.turn_end();
+        closing.push(s.result(&c, "read_file", true, None, None));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::DiscoveryOnly);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, closing[7]);
+}
+
+#[test]
+fn budget_aborts_the_sixteenth_round_and_warns_at_twelve() {
+    let mut s = Script::new("s");
+    s.user("big task");
+    let mut calls = Vec::new();
+    for i in 0..16 {
+        calls.push(s.round(if i % 2 == 0 { "edit_file" } else { "run_tests" }, json!({"step": i}), None));
+    }
+    let v = run(&s.events);
+    let abort = of_rule(&v, Rule::ToolRounds);
+    assert_eq!(abort.len(), 1);
+    assert_eq!(abort[0].event_id, calls[15]);
+    assert_eq!(abort[0].action, Action::Abort);
+    let near = of_rule(&v, Rule::NearLimit);
+    assert_eq!(near.len(), 1);
+    assert_eq!(near[0].event_id, calls[11]);
+}
+
+#[test]
+fn healthy_fourteen_round_request_is_never_blocked() {
+    let mut s = Script::new("s");
+    s.user("implement the feature");
+    for i in 0..14 {
+        let tool = ["read_file", "edit_file", "run_tests"][i % 3];
+        let e = if tool == "edit_file" {
+            ev(json!({"effect": "mutation", "state_before": format!("a{i}"), "state_after": format!("b{i}")}))
+        } else {
+            ev(json!({"effect": "read", "resource": format!("r{i}")}))
+        };
+        s.round(tool, json!({"path": format!("src/f{i}.rs")}), Some(e));
+    }
+    let v = run(&s.events);
+    assert!(strong(&v).is_empty(), "{v:#?}");
+}
+
+#[test]
+fn a_new_user_message_resets_the_budget() {
+    let mut s = Script::new("s");
+    for req in 0..3 {
+        s.user(&format!("request {req}"));
+        for i in 0..11 {
+            s.round("edit_file", json!({"path": format!("f{req}_{i}")}), None);
+        }
+    }
+    let v = run(&s.events);
+    assert!(of_rule(&v, Rule::ToolRounds).is_empty());
+    assert!(of_rule(&v, Rule::NearLimit).is_empty());
+}
+
+#[test]
+fn slow_convergence_warns_once() {
+    let mut s = Script::new("s");
+    s.user("long task");
+    let mut closing = Vec::new();
+    for i in 0..10 {
+        s.advance(60_000);
+        s.new_turn();
+        let (_, c) = s.call("search", json!({"q": i}));
+        s.turn_end();
+        let e = if i < 5 { ev(json!({"effect": "read", "new_info": true})) } else { ev(json!({"effect": "read", "new_info": false})) };
+        closing.push(s.result(&c, "search", true, None, Some(e)));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::SlowConvergence);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    // Round 8 closes 480.2 s into the request (> 8 min), with rounds 6..8 quiet: fires there,
+    // not at round 7 (only 7 rounds, 420 s).
+    assert_eq!(hits[0].event_id, closing[7]);
+}
+
+#[test]
+fn compaction_churn_warns_at_two_compactions_and_three_quarters() {
+    let mut s = Script::new("s");
+    s.user("task");
+    s.compaction();
+    let mut calls = Vec::new();
+    for i in 0..13 {
+        calls.push(s.round("edit_file", json!({"i": i}), None));
+        if i == 5 {
+            s.compaction();
+        }
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::CompactionChurn);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].event_id, calls[11], "12 rounds = 75 % of 15, rounded up");
+}
+
+#[test]
+fn codex_noop_loop_from_the_issue_excerpt_is_blocked() {
+    let mut s = Script::new("s");
+    s.user("check status");
+    s.round("shell", json!({"command": "cd /home/ginis/wastelite-suite/wastelite_frontend && git status --short"}), None);
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(s.round("shell", json!({"command": "cd /home/ginis/wastelite-suite/wastelite_frontend && true"}), None));
+    }
+    let v = run(&s.events);
+    let blocks = of_rule(&v, Rule::ExactRepeat);
+    assert_eq!(blocks[0].event_id, ids[2]);
+    assert_eq!(blocks.len(), 4, "keeps refusing while the model insists");
+    assert_eq!(blocks[3].attempt, 4);
+}
+
+#[test]
+fn rules_can_be_disabled_or_change_action() {
+    let mut s = Script::new("s");
+    s.user("x");
+    for _ in 0..3 {
+        s.round("bash", json!({"cmd": "ls"}), None);
+    }
+    let off = run_with(&json!({"rules": [{"rule": "tool.exact_repeat", "enabled": false}]}), &s.events);
+    assert!(of_rule(&off, Rule::ExactRepeat).is_empty());
+    let warn = run_with(&json!({"rules": [{"rule": "tool.exact_repeat", "action": "warn"}]}), &s.events);
+    assert_eq!(of_rule(&warn, Rule::ExactRepeat)[0].action, Action::Warn);
+    let tenant = run_with(&json!({"overrides": [{"tenant": "acme", "set": {"tool": {"repeat_threshold": 4}}}]}), &s.events);
+    assert!(of_rule(&tenant, Rule::ExactRepeat).is_empty(), "tenant acme needs 4");
+}
