@@ -29,21 +29,37 @@ fn stream(text: &str, size: usize) -> (Vec<Verdict>, Script) {
 }
 
 fn key(v: &[Verdict]) -> Vec<(Rule, Action, u32, String)> {
-    v.iter().map(|v| (v.rule, v.action, v.attempt, v.message.clone())).collect()
+    v.iter()
+        .map(|v| (v.rule, v.action, v.attempt, v.message.clone()))
+        .collect()
 }
 
 #[test]
 fn deepseek_loops_are_flagged_mid_stream_in_small_chunks() {
-    for (name, text) in [("real_loop", LOOP1), ("real_loop2", LOOP2), ("real_loop3", LOOP3)] {
+    for (name, text) in [
+        ("real_loop", LOOP1),
+        ("real_loop2", LOOP2),
+        ("real_loop3", LOOP3),
+    ] {
         for size in [8, 13, 32] {
             let (v, s) = stream(text, size);
             assert!(!v.is_empty(), "{name} in {size}-char chunks not flagged");
             let first = &v[0];
-            let at = s.events.iter().position(|e| e.meta.event_id == first.event_id).unwrap();
+            let at = s
+                .events
+                .iter()
+                .position(|e| e.meta.event_id == first.event_id)
+                .unwrap();
             let total = s.events.len();
-            assert!(at < total * 9 / 10, "{name}: flagged at event {at} of {total}");
+            assert!(
+                at < total * 9 / 10,
+                "{name}: flagged at event {at} of {total}"
+            );
             assert_eq!(first.action, Action::Steer);
-            assert!(matches!(first.rule, Rule::ReasoningRepeat | Rule::BlockRepeat | Rule::VariantRepeat));
+            assert!(matches!(
+                first.rule,
+                Rule::ReasoningRepeat | Rule::BlockRepeat | Rule::VariantRepeat
+            ));
         }
     }
 }
@@ -53,9 +69,17 @@ fn deepseek_loop1_is_flagged_where_its_second_copy_completes() {
     // real_loop.txt is one 1362-char block three times: the back-to-back repeat is visible
     // once the second copy is complete, at char 2724 (chunk 341 of 8 chars).
     let (v, s) = stream(LOOP1, 8);
-    let at = s.events.iter().position(|e| e.meta.event_id == v[0].event_id).unwrap();
+    let at = s
+        .events
+        .iter()
+        .position(|e| e.meta.event_id == v[0].event_id)
+        .unwrap();
     assert_eq!(v[0].rule, Rule::ReasoningRepeat);
-    assert_eq!(at, 1 + (2724 - 1) / 8, "event index = the user message + the chunk holding char 2724");
+    assert_eq!(
+        at,
+        1 + (2724 - 1) / 8,
+        "event index = the user message + the chunk holding char 2724"
+    );
 }
 
 #[test]
@@ -93,7 +117,10 @@ fn escalation_ladder_steers_twice_then_gives_up() {
     for e in &s.events {
         engine.handle_event(e.clone(), &mut v);
     }
-    let steer: Vec<_> = v.iter().filter(|x| x.rule.as_str().starts_with("reasoning.")).collect();
+    let steer: Vec<_> = v
+        .iter()
+        .filter(|x| x.rule.as_str().starts_with("reasoning."))
+        .collect();
     assert_eq!(steer.len(), 2, "{steer:#?}");
     assert_eq!(steer[0].attempt, 1);
     assert_eq!(steer[0].directives.reasoning_effort, None);
@@ -112,7 +139,10 @@ fn variant_repeat_of_the_seed_example() {
     let third = s.reasoning("继续分析。");
     let v = run(&s.events);
     assert_eq!(v.len(), 1, "{v:#?}");
-    assert_eq!((v[0].rule, v[0].event_id.as_str()), (Rule::VariantRepeat, third.as_str()));
+    assert_eq!(
+        (v[0].rule, v[0].event_id.as_str()),
+        (Rule::VariantRepeat, third.as_str())
+    );
 }
 
 #[test]
@@ -122,7 +152,10 @@ fn idle_reasoning_is_steered_after_sixty_seconds() {
     s.new_turn();
     let mut ids = Vec::new();
     for i in 0..8 {
-        ids.push(s.reasoning(&format!("step {i}: considering option {} carefully. ", i * 7)));
+        ids.push(s.reasoning(&format!(
+            "step {i}: considering option {} carefully. ",
+            i * 7
+        )));
         s.advance(10_000);
     }
     let v = run(&s.events);
@@ -157,7 +190,10 @@ fn overflow_and_turn_timeout() {
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::ReasoningOverflow);
     assert_eq!(hits.len(), 1, "{v:#?}");
-    assert_eq!(hits[0].event_id, ids[20], "20 000 chars after chunk 20; > 20 000 at chunk 21");
+    assert_eq!(
+        hits[0].event_id, ids[20],
+        "20 000 chars after chunk 20; > 20 000 at chunk 21"
+    );
 
     let mut s = Script::new("r");
     s.user("q");
@@ -175,7 +211,8 @@ fn overflow_and_turn_timeout() {
 
 #[test]
 fn gemini_chanting_is_flagged_as_content_repeat() {
-    let raw = std::fs::read_to_string("tests/data/real/gemini-cli/content_loop_examples.json").unwrap();
+    let raw =
+        std::fs::read_to_string("tests/data/real/gemini-cli/content_loop_examples.json").unwrap();
     let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
     for ex in doc["examples"].as_array().unwrap() {
         let chunk = ex["chunk"].as_str().unwrap();
@@ -204,13 +241,26 @@ fn quoting_the_same_code_line_in_several_rounds_is_not_a_loop() {
     ];
     for (i, p) in paragraphs.iter().enumerate() {
         s.new_turn();
-        for c in chunks(&format!("{p} The line is `{line}`. Round {i} notes: checking case {}.\n", i * 13), 16) {
+        for c in chunks(
+            &format!(
+                "{p} The line is `{line}`. Round {i} notes: checking case {}.\n",
+                i * 13
+            ),
+            16,
+        ) {
             s.reasoning(&c);
         }
-        s.round("read_file", json!({"path": format!("src/cart{i}.rs")}), None);
+        s.round(
+            "read_file",
+            json!({"path": format!("src/cart{i}.rs")}),
+            None,
+        );
     }
     let v = run(&s.events);
-    assert!(v.iter().all(|x| !x.rule.as_str().starts_with("reasoning.")), "{v:#?}");
+    assert!(
+        v.iter().all(|x| !x.rule.as_str().starts_with("reasoning.")),
+        "{v:#?}"
+    );
 }
 
 #[test]
@@ -225,7 +275,10 @@ fn loop_split_across_responses_of_one_request_is_caught() {
         s.turn_end();
     }
     let v = run(&s.events);
-    assert!(v.iter().any(|x| x.rule.as_str().starts_with("reasoning.")), "{v:#?}");
+    assert!(
+        v.iter().any(|x| x.rule.as_str().starts_with("reasoning.")),
+        "{v:#?}"
+    );
 }
 
 #[test]
@@ -241,7 +294,10 @@ fn required_tool_steers_twice_then_warns_with_prefix() {
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::RequiredTool);
     assert_eq!(hits.len(), 3, "{v:#?}");
-    assert_eq!((hits[0].event_id.as_str(), hits[0].action, hits[0].attempt), (ends[0].as_str(), Action::Steer, 1));
+    assert_eq!(
+        (hits[0].event_id.as_str(), hits[0].action, hits[0].attempt),
+        (ends[0].as_str(), Action::Steer, 1)
+    );
     assert_eq!((hits[1].action, hits[1].attempt), (Action::Steer, 2));
     assert_eq!((hits[2].action, hits[2].attempt), (Action::Warn, 3));
     assert!(hits[2].directives.prefix_warning.is_some());

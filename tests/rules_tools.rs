@@ -12,14 +12,19 @@ fn exact_repeat_blocks_the_third_identical_call_not_the_second() {
     let first = s.round("bash", json!({"cmd": "cargo build", "cwd": "/w"}), None);
     let second = s.round("bash", json!({"cwd": "/w", "cmd": "cargo build"}), None);
     s.new_turn();
-    let (third, _) = s.call("bash", serde_json::from_str(r#"{ "cwd" : "/w",  "cmd":"cargo build" }"#).unwrap());
+    let (third, _) = s.call(
+        "bash",
+        serde_json::from_str(r#"{ "cwd" : "/w",  "cmd":"cargo build" }"#).unwrap(),
+    );
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::ExactRepeat);
     assert_eq!(hits.len(), 1, "{v:#?}");
     assert_eq!(hits[0].event_id, third);
     assert_eq!(hits[0].action, Action::Block);
     assert_eq!(hits[0].directives.stop_tool_calls, Some(true));
-    assert!(v.iter().all(|x| x.event_id != first && x.event_id != second));
+    assert!(v
+        .iter()
+        .all(|x| x.event_id != first && x.event_id != second));
 }
 
 #[test]
@@ -42,7 +47,11 @@ fn polling_tool_is_exempt_forever() {
     let mut s = Script::new("s");
     s.user("wait for the job");
     for _ in 0..14 {
-        s.round("check_background_tasks", json!({}), Some(ev(json!({"effect": "read", "output_hash": "same"}))));
+        s.round(
+            "check_background_tasks",
+            json!({}),
+            Some(ev(json!({"effect": "read", "output_hash": "same"}))),
+        );
     }
     let v = run(&s.events);
     assert!(strong(&v).is_empty(), "{v:#?}");
@@ -62,7 +71,13 @@ fn polling_a_job_whose_output_changes_is_not_blocked() {
     let mut s = Script::new("s");
     s.user("deploy");
     for i in 0..6 {
-        s.round("job_status", json!({"job": "deploy-42"}), Some(ev(json!({"effect": "read", "output_hash": format!("h{i}")}))));
+        s.round(
+            "job_status",
+            json!({"job": "deploy-42"}),
+            Some(ev(
+                json!({"effect": "read", "output_hash": format!("h{i}")}),
+            )),
+        );
     }
     assert!(strong(&run(&s.events)).is_empty());
     // ... but the same output again and again is.
@@ -70,7 +85,11 @@ fn polling_a_job_whose_output_changes_is_not_blocked() {
     s.user("deploy");
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.push(s.round("job_status", json!({"job": "deploy-42"}), Some(ev(json!({"effect": "read", "output_hash": "h"})))));
+        ids.push(s.round(
+            "job_status",
+            json!({"job": "deploy-42"}),
+            Some(ev(json!({"effect": "read", "output_hash": "h"}))),
+        ));
     }
     let v = run(&s.events);
     assert_eq!(of_rule(&v, Rule::ExactRepeat)[0].event_id, ids[2]);
@@ -85,7 +104,10 @@ fn fuzzy_repeat_blocks_near_identical_long_args() {
     s.round("shell", json!({"command": a}), None);
     s.round("shell", json!({"command": b}), None);
     s.new_turn();
-    let (third, _) = s.call("shell", json!({"command": "cd  /Users/florianm/Desktop/Projects/app && git status -sb"}));
+    let (third, _) = s.call(
+        "shell",
+        json!({"command": "cd  /Users/florianm/Desktop/Projects/app && git status -sb"}),
+    );
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::FuzzyRepeat);
     assert_eq!(hits.len(), 1, "{v:#?}");
@@ -139,7 +161,10 @@ fn cycle_of_three_is_steered_at_the_ninth_call() {
     assert_eq!(hits.len(), 1, "{v:#?}");
     assert_eq!(hits[0].event_id, ids[8]);
     assert_eq!(hits[0].action, Action::Steer);
-    assert!(of_rule(&v, Rule::ExactRepeat).is_empty(), "window of 6 cannot see a period of 3");
+    assert!(
+        of_rule(&v, Rule::ExactRepeat).is_empty(),
+        "window of 6 cannot see a period of 3"
+    );
 }
 
 #[test]
@@ -151,7 +176,13 @@ fn error_repeat_steers_at_the_third_identical_failure() {
         s.new_turn();
         let (_, c) = s.call("bash", json!({"cmd": format!("make -j{i}")}));
         s.turn_end();
-        results.push(s.result(&c, "bash", false, Some("error: linker `cc` not found"), None));
+        results.push(s.result(
+            &c,
+            "bash",
+            false,
+            Some("error: linker `cc` not found"),
+            None,
+        ));
     }
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::ErrorRepeat);
@@ -165,7 +196,11 @@ fn near_duplicate_warns_once_at_six() {
     s.user("query");
     let mut ids = Vec::new();
     for i in 0..9 {
-        ids.push(s.round("api", json!({"q": "x", "request_id": format!("r{i}")}), None));
+        ids.push(s.round(
+            "api",
+            json!({"q": "x", "request_id": format!("r{i}")}),
+            None,
+        ));
     }
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::NearDuplicate);
@@ -188,13 +223,27 @@ fn no_change_steers_at_three_rounds_and_aborts_at_five() {
         s.turn_end();
         s.result(&c2, "read_file", true, None, None);
         s.result(&c3, "list_dir", true, None, None);
-        last_results.push(s.result(&c1, "apply_migration", true, None, Some(ev(json!({"effect": "mutation", "state_before": "h", "state_after": "h"})))));
+        last_results.push(s.result(
+            &c1,
+            "apply_migration",
+            true,
+            None,
+            Some(ev(
+                json!({"effect": "mutation", "state_before": "h", "state_after": "h"}),
+            )),
+        ));
     }
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::NoChange);
     assert_eq!(hits.len(), 2, "{v:#?}");
-    assert_eq!((hits[0].event_id.as_str(), hits[0].action), (last_results[2].as_str(), Action::Steer));
-    assert_eq!((hits[1].event_id.as_str(), hits[1].action, hits[1].attempt), (last_results[4].as_str(), Action::Abort, 2));
+    assert_eq!(
+        (hits[0].event_id.as_str(), hits[0].action),
+        (last_results[2].as_str(), Action::Steer)
+    );
+    assert_eq!(
+        (hits[1].event_id.as_str(), hits[1].action, hits[1].attempt),
+        (last_results[4].as_str(), Action::Abort, 2)
+    );
     assert!(of_rule(&v, Rule::ExactRepeat).is_empty());
 }
 
@@ -208,13 +257,22 @@ fn no_change_needs_evidence_unknown_never_counts() {
         let (_, c2) = s.call("read_file", json!({"path": format!("n{r}")}));
         let (_, c3) = s.call("list_dir", json!({"path": format!("d{r}")}));
         s.turn_end();
-        s.result(&c1, "apply_migration", true, None, Some(evidence("unknown")));
+        s.result(
+            &c1,
+            "apply_migration",
+            true,
+            None,
+            Some(evidence("unknown")),
+        );
         s.result(&c2, "read_file", true, None, None);
         s.result(&c3, "list_dir", true, None, None);
     }
     let v = run(&s.events);
     assert!(of_rule(&v, Rule::NoChange).is_empty());
-    assert!(of_rule(&v, Rule::NoProgress).is_empty(), "unknown rounds never count as no progress");
+    assert!(
+        of_rule(&v, Rule::NoProgress).is_empty(),
+        "unknown rounds never count as no progress"
+    );
 }
 
 #[test]
@@ -226,7 +284,13 @@ fn no_progress_warns_once_after_two_empty_rounds() {
         s.new_turn();
         let (_, c) = s.call("search", json!({"q": format!("term{i}")}));
         s.turn_end();
-        closing.push(s.result(&c, "search", true, None, Some(ev(json!({"effect": "read", "new_info": false})))));
+        closing.push(s.result(
+            &c,
+            "search",
+            true,
+            None,
+            Some(ev(json!({"effect": "read", "new_info": false}))),
+        ));
     }
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::NoProgress);
@@ -257,7 +321,11 @@ fn budget_aborts_the_sixteenth_round_and_warns_at_twelve() {
     s.user("big task");
     let mut calls = Vec::new();
     for i in 0..16 {
-        calls.push(s.round(if i % 2 == 0 { "edit_file" } else { "run_tests" }, json!({"step": i}), None));
+        calls.push(s.round(
+            if i % 2 == 0 { "edit_file" } else { "run_tests" },
+            json!({"step": i}),
+            None,
+        ));
     }
     let v = run(&s.events);
     let abort = of_rule(&v, Rule::ToolRounds);
@@ -276,7 +344,9 @@ fn healthy_fourteen_round_request_is_never_blocked() {
     for i in 0..14 {
         let tool = ["read_file", "edit_file", "run_tests"][i % 3];
         let e = if tool == "edit_file" {
-            ev(json!({"effect": "mutation", "state_before": format!("a{i}"), "state_after": format!("b{i}")}))
+            ev(
+                json!({"effect": "mutation", "state_before": format!("a{i}"), "state_after": format!("b{i}")}),
+            )
         } else {
             ev(json!({"effect": "read", "resource": format!("r{i}")}))
         };
@@ -310,7 +380,11 @@ fn slow_convergence_warns_once() {
         s.new_turn();
         let (_, c) = s.call("search", json!({"q": i}));
         s.turn_end();
-        let e = if i < 5 { ev(json!({"effect": "read", "new_info": true})) } else { ev(json!({"effect": "read", "new_info": false})) };
+        let e = if i < 5 {
+            ev(json!({"effect": "read", "new_info": true}))
+        } else {
+            ev(json!({"effect": "read", "new_info": false}))
+        };
         closing.push(s.result(&c, "search", true, None, Some(e)));
     }
     let v = run(&s.events);
@@ -336,7 +410,10 @@ fn compaction_churn_warns_at_two_compactions_and_three_quarters() {
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::CompactionChurn);
     assert_eq!(hits.len(), 1);
-    assert_eq!(hits[0].event_id, calls[11], "12 rounds = 75 % of 15, rounded up");
+    assert_eq!(
+        hits[0].event_id, calls[11],
+        "12 rounds = 75 % of 15, rounded up"
+    );
 }
 
 #[test]
@@ -346,7 +423,11 @@ fn codex_noop_loop_from_the_issue_excerpt_is_blocked() {
     s.round("shell", json!({"command": "cd /home/ginis/wastelite-suite/wastelite_frontend && git status --short"}), None);
     let mut ids = Vec::new();
     for _ in 0..6 {
-        ids.push(s.round("shell", json!({"command": "cd /home/ginis/wastelite-suite/wastelite_frontend && true"}), None));
+        ids.push(s.round(
+            "shell",
+            json!({"command": "cd /home/ginis/wastelite-suite/wastelite_frontend && true"}),
+            None,
+        ));
     }
     let v = run(&s.events);
     let blocks = of_rule(&v, Rule::ExactRepeat);
@@ -362,10 +443,22 @@ fn rules_can_be_disabled_or_change_action() {
     for _ in 0..3 {
         s.round("bash", json!({"cmd": "ls"}), None);
     }
-    let off = run_with(&json!({"rules": [{"rule": "tool.exact_repeat", "enabled": false}]}), &s.events);
+    let off = run_with(
+        &json!({"rules": [{"rule": "tool.exact_repeat", "enabled": false}]}),
+        &s.events,
+    );
     assert!(of_rule(&off, Rule::ExactRepeat).is_empty());
-    let warn = run_with(&json!({"rules": [{"rule": "tool.exact_repeat", "action": "warn"}]}), &s.events);
+    let warn = run_with(
+        &json!({"rules": [{"rule": "tool.exact_repeat", "action": "warn"}]}),
+        &s.events,
+    );
     assert_eq!(of_rule(&warn, Rule::ExactRepeat)[0].action, Action::Warn);
-    let tenant = run_with(&json!({"overrides": [{"tenant": "acme", "set": {"tool": {"repeat_threshold": 4}}}]}), &s.events);
-    assert!(of_rule(&tenant, Rule::ExactRepeat).is_empty(), "tenant acme needs 4");
+    let tenant = run_with(
+        &json!({"overrides": [{"tenant": "acme", "set": {"tool": {"repeat_threshold": 4}}}]}),
+        &s.events,
+    );
+    assert!(
+        of_rule(&tenant, Rule::ExactRepeat).is_empty(),
+        "tenant acme needs 4"
+    );
 }

@@ -93,8 +93,30 @@ fn collect_identity(v: &Value, keys: &[String], path: &str, acc: &mut String) {
                 collect_identity(item, keys, &format!("{path}/{i}"), acc);
             }
         }
+        Value::String(s) => {
+            for token in path_tokens(s) {
+                acc.push_str(path);
+                acc.push('~');
+                acc.push_str(token);
+                acc.push('\n');
+            }
+        }
         _ => {}
     }
+}
+
+/// Paths and URLs inside free text (a shell command, a query): tokens split on whitespace,
+/// quotes and shell operators that hold a `/` and a letter or digit. Two commands that
+/// name different paths are different work, however similar their text (ours).
+pub fn path_tokens(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '&' | '|' | ';' | '<' | '>' | '(' | ')' | '"' | '\'' | '`' | '=' | ','
+            )
+    })
+    .filter(|t| t.contains('/') && t.chars().any(|c| c.is_alphanumeric()))
 }
 
 /// The set of character 3-grams of `s`, as sorted unique hashes.
@@ -157,6 +179,23 @@ mod tests {
         let b = identity_fingerprint(&json!({"path": "a.rs", "offset": 100}), &keys);
         assert_ne!(a, b);
         assert_eq!(identity_fingerprint(&json!({"cmd": "ls"}), &keys), 0);
+    }
+
+    #[test]
+    fn paths_inside_commands_are_identity() {
+        let keys = vec!["path".to_string()];
+        let a = identity_fingerprint(&json!({"command": "ls -l /w/src"}), &keys);
+        let b = identity_fingerprint(&json!({"command": "ls -l /w/src/libponyc"}), &keys);
+        assert_ne!(a, b);
+        let c = identity_fingerprint(
+            &json!({"command": "cd /Users/x/P/** && git status -sb"}),
+            &keys,
+        );
+        let d = identity_fingerprint(
+            &json!({"command": "cd /Users/x/P/**&& git status -sb"}),
+            &keys,
+        );
+        assert_eq!(c, d);
     }
 
     #[test]

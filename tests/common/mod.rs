@@ -19,7 +19,14 @@ pub struct Script {
 
 impl Script {
     pub fn new(session: &str) -> Self {
-        Script { session: session.into(), ts: 1_767_225_600_000, n: 0, turn: 0, calls: 0, events: Vec::new() }
+        Script {
+            session: session.into(),
+            ts: 1_767_225_600_000,
+            n: 0,
+            turn: 0,
+            calls: 0,
+            events: Vec::new(),
+        }
     }
 
     pub fn advance(&mut self, ms: i64) -> &mut Self {
@@ -59,7 +66,10 @@ impl Script {
 
     pub fn assistant(&mut self, text: &str) -> String {
         let turn_id = self.turn_id();
-        self.push(Body::AssistantMessage { turn_id, text: text.into() })
+        self.push(Body::AssistantMessage {
+            turn_id,
+            text: text.into(),
+        })
     }
 
     /// A tool call in the current turn; returns (event id, call id).
@@ -67,13 +77,35 @@ impl Script {
         self.calls += 1;
         let call_id = format!("c{}", self.calls);
         let turn_id = self.turn_id();
-        let id = self.push(Body::ToolCall { turn_id, call_id: call_id.clone(), tool: tool.into(), args });
+        let id = self.push(Body::ToolCall {
+            turn_id,
+            call_id: call_id.clone(),
+            tool: tool.into(),
+            args,
+        });
         (id, call_id)
     }
 
-    pub fn result(&mut self, call_id: &str, tool: &str, ok: bool, error: Option<&str>, evidence: Option<Evidence>) -> String {
-        let status = if ok { ToolStatus::Ok } else { ToolStatus::Error };
-        self.push(Body::ToolResult { call_id: call_id.into(), tool: tool.into(), status, error: error.map(Into::into), evidence })
+    pub fn result(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        ok: bool,
+        error: Option<&str>,
+        evidence: Option<Evidence>,
+    ) -> String {
+        let status = if ok {
+            ToolStatus::Ok
+        } else {
+            ToolStatus::Error
+        };
+        self.push(Body::ToolResult {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            status,
+            error: error.map(Into::into),
+            evidence,
+        })
     }
 
     pub fn turn_end(&mut self) -> String {
@@ -83,17 +115,28 @@ impl Script {
 
     pub fn reasoning(&mut self, text: &str) -> String {
         let turn_id = self.turn_id();
-        self.push(Body::Reasoning { turn_id, text: text.into(), is_final: false })
+        self.push(Body::Reasoning {
+            turn_id,
+            text: text.into(),
+            is_final: false,
+        })
     }
 
     pub fn reasoning_final(&mut self, text: &str) -> String {
         let turn_id = self.turn_id();
-        self.push(Body::Reasoning { turn_id, text: text.into(), is_final: true })
+        self.push(Body::Reasoning {
+            turn_id,
+            text: text.into(),
+            is_final: true,
+        })
     }
 
     pub fn content(&mut self, text: &str) -> String {
         let turn_id = self.turn_id();
-        self.push(Body::Content { turn_id, text: text.into() })
+        self.push(Body::Content {
+            turn_id,
+            text: text.into(),
+        })
     }
 
     pub fn compaction(&mut self) -> String {
@@ -129,7 +172,10 @@ pub fn of_rule(verdicts: &[Verdict], rule: Rule) -> Vec<&Verdict> {
 }
 
 pub fn strong(verdicts: &[Verdict]) -> Vec<&Verdict> {
-    verdicts.iter().filter(|v| matches!(v.action, Action::Block | Action::Abort)).collect()
+    verdicts
+        .iter()
+        .filter(|v| matches!(v.action, Action::Block | Action::Abort))
+        .collect()
 }
 
 pub fn evidence(effect: &str) -> Evidence {

@@ -20,8 +20,8 @@ pub struct CallRecord {
     pub identity: u64,
     /// Serialized args length in chars.
     pub args_chars: usize,
-    /// 3-gram set, kept only for args long enough for fuzzy matching.
-    pub grams: Option<Vec<u64>>,
+    /// Per top-level key: 3-gram sets, kept only for args long enough for fuzzy matching.
+    pub fields: Option<Vec<Field>>,
     /// `evidence.output_hash` of the call's result, once known.
     pub output: Option<u64>,
     pub round: u32,
@@ -40,11 +40,74 @@ impl CallRecord {
             near_sig: sig_of(tool, &near),
             identity: canon::identity_fingerprint(args, &p.identity_keys),
             args_chars,
-            grams: (args_chars >= p.fuzzy_min_chars).then(|| canon::trigrams(&text)),
+            fields: (args_chars >= p.fuzzy_min_chars).then(|| fields(args)),
             output: None,
             round,
         }
     }
+}
+
+/// One top-level argument: key and value hashes and the value's 3-grams.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Field {
+    pub key: u64,
+    pub value: u64,
+    pub grams: Vec<u64>,
+}
+
+fn fields(args: &Value) -> Vec<Field> {
+    let field = |key: &str, v: &Value| {
+        let text = canon::canonical(v);
+        Field {
+            key: canon::hash64(key.as_bytes()),
+            value: canon::hash64(text.as_bytes()),
+            grams: canon::trigrams(&format!("{key}:{text}")),
+        }
+    };
+    let mut out: Vec<Field> = match args {
+        Value::Object(map) => map.iter().map(|(k, v)| field(k, v)).collect(),
+        other => vec![field("", other)],
+    };
+    out.sort_by_key(|f| f.key);
+    out
+}
+
+/// 3-gram Jaccard of two calls' serialized args, over the arguments that differ between
+/// them: arguments equal in both (a tool's boilerplate flags) carry no signal, and with
+/// them a verbose schema makes every pair of calls look alike (ours, see docs/decisions.md).
+pub fn similarity(a: &[Field], b: &[Field]) -> f64 {
+    let (mut ga, mut gb) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.key == y.key => {
+                if x.value != y.value {
+                    ga.extend_from_slice(&x.grams);
+                    gb.extend_from_slice(&y.grams);
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(x), Some(y)) if x.key < y.key => {
+                ga.extend_from_slice(&x.grams);
+                i += 1;
+            }
+            (Some(_), Some(y)) | (None, Some(y)) => {
+                gb.extend_from_slice(&y.grams);
+                j += 1;
+            }
+            (Some(x), None) => {
+                ga.extend_from_slice(&x.grams);
+                i += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    for g in [&mut ga, &mut gb] {
+        g.sort_unstable();
+        g.dedup();
+    }
+    canon::jaccard(&ga, &gb)
 }
 
 pub fn sig_of(tool: &str, canonical_args: &str) -> u64 {

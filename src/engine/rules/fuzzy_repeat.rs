@@ -2,8 +2,7 @@
 //! >= 0.8, 3 times in the last 6 calls -> block. Calls that differ in an identity key
 //! (path, url, page, offset, …) are never similar (ours).
 
-use super::calls::{polling_with_progress, CallWindow};
-use crate::engine::canon::jaccard;
+use super::calls::{polling_with_progress, similarity, CallWindow};
 use crate::engine::emit::{Cx, Finding};
 use crate::engine::verdict::{Action, Rule};
 use serde::{Deserialize, Serialize};
@@ -21,7 +20,7 @@ impl FuzzyRepeat {
         let Some(call) = window.newest() else {
             return false;
         };
-        let Some(grams) = call.grams.as_ref() else {
+        let Some(fields) = call.fields.as_ref() else {
             return false;
         };
         if !cx.enabled(Rule::FuzzyRepeat) {
@@ -32,7 +31,7 @@ impl FuzzyRepeat {
             .earlier(p.window - 1)
             .filter(|c| c.tool == call.tool && c.identity == call.identity)
             .filter_map(|c| {
-                let s = jaccard(grams, c.grams.as_ref()?);
+                let s = similarity(fields, c.fields.as_ref()?);
                 (s >= p.fuzzy_similarity).then(|| {
                     best = best.min(s);
                     c

@@ -347,7 +347,11 @@ impl SessionState {
             .window
             .calls
             .iter()
-            .map(|c| 160 + c.grams.as_ref().map_or(0, |g| g.capacity() * 8))
+            .map(|c| {
+                160 + c.fields.as_ref().map_or(0, |f| {
+                    f.iter().map(|x| 24 + x.grams.capacity() * 8).sum::<usize>()
+                })
+            })
             .sum();
         std::mem::size_of::<SessionState>()
             + strings(&self.tenant)
