@@ -3,5 +3,9 @@
 #![forbid(unsafe_code)]
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod engine;
+pub mod fleet;
+pub mod loadgen;
 pub mod replay;
+pub mod service;

@@ -38,6 +38,30 @@ enum Command {
     },
     /// Validate a configuration file without starting anything.
     CheckConfig { file: String },
+    /// Run the guard service (embedded broker when no bootstrap servers are configured).
+    Serve {
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+    },
+    /// Embedded broker + guard + a simulated fleet, with verdicts shown live.
+    Demo {
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+        /// Only play the fleet into `--bootstrap-servers` (a load source).
+        #[arg(long)]
+        fleet_only: bool,
+        /// Use this broker instead of the embedded one.
+        #[arg(long)]
+        bootstrap_servers: Option<String>,
+        /// Sessions in the fleet.
+        #[arg(long, default_value_t = 18)]
+        sessions: usize,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        duration: Option<u64>,
+    },
+    /// Load tool: produce a fleet workload at a rate and measure throughput and latency.
+    Loadgen(loopguard::loadgen::LoadgenArgs),
 }
 
 fn load_config(path: Option<&str>) -> Result<Config, ExitCode> {
@@ -62,6 +86,40 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+        Command::Serve { config } => {
+            let cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            telemetry();
+            run_async(loopguard::service::serve(cfg, prometheus::Registry::new()))
+        }
+        Command::Demo {
+            config,
+            fleet_only,
+            bootstrap_servers,
+            sessions,
+            duration,
+        } => {
+            let mut cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            if let Some(b) = bootstrap_servers {
+                cfg.kafka.bootstrap_servers = b;
+            }
+            telemetry();
+            let opts = loopguard::demo::DemoOptions {
+                fleet_only,
+                sessions,
+                duration: duration.map(std::time::Duration::from_secs),
+            };
+            run_async(loopguard::demo::run(cfg, prometheus::Registry::new(), opts))
+        }
+        Command::Loadgen(args) => {
+            telemetry();
+            run_async(loopguard::loadgen::run(args))
+        }
         Command::CheckConfig { file } => match load_config(Some(&file)) {
             Ok(_) => {
                 println!("{file}: ok");
@@ -69,6 +127,37 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default `info`, librdkafka at `warn`).
+fn telemetry() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,rdkafka=warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("loopguard: cannot start runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loopguard: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -197,7 +197,7 @@ impl Default for ReasoningPolicy {
             max_total_secs: 120,
             max_retries: 2,
             tail_chars: 8192,
-            intervention: "Repeated reasoning detected: stop the loop and give the final answer directly.".into(),
+            intervention: "Repetition detected: stop the loop and give the final answer directly.".into(),
             escalation: "You are still repeating yourself. Stop reasoning in circles now: state what you know and answer."
                 .into(),
             escalation_reasoning_effort: "low".into(),

@@ -47,6 +47,8 @@ struct Request {
     open_round: Option<round::OpenRound>,
     /// Calls of the open round not (yet) shown to be discovery.
     non_discovery: u32,
+    /// Calls of the open round that are not polling (exempt) calls.
+    counted_calls: u32,
     reads: round::ReadLog,
     exact: exact_repeat::ExactRepeat,
     fuzzy: fuzzy_repeat::FuzzyRepeat,
@@ -223,6 +225,7 @@ impl SessionState {
             req.budget.on_round_start(cx);
             req.open_round = Some(round::OpenRound::new(turn_id, req.budget.rounds));
             req.non_discovery = 0;
+            req.counted_calls = 0;
         }
         let req = &mut self.request;
         let round = req.open_round.as_mut().map(|r| {
@@ -230,11 +233,14 @@ impl SessionState {
             r.index
         });
         let named_discovery = p.progress.discovery_tools.iter().any(|t| t == tool);
-        if !named_discovery {
-            req.non_discovery += 1;
+        let exempt = p.tool.exempt_tools.iter().any(|t| t == tool);
+        if !exempt {
+            req.counted_calls += 1;
+            if !named_discovery {
+                req.non_discovery += 1;
+            }
         }
         req.required.on_call(tool, args, cx);
-        let exempt = p.tool.exempt_tools.iter().any(|t| t == tool);
         let mut sig = 0;
         if !exempt {
             let record = calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), &p.tool);
@@ -300,7 +306,7 @@ impl SessionState {
         let Some(open) = req.open_round.as_mut().filter(|r| r.index == pending.round) else {
             return;
         };
-        if is_read && !pending.named_discovery {
+        if is_read && !pending.named_discovery && !pending.exempt {
             req.non_discovery = req.non_discovery.saturating_sub(1);
         }
         open.add(outcome);
@@ -316,7 +322,10 @@ impl SessionState {
         };
         let outcome = open.outcome();
         req.no_progress.on_round(outcome, cx);
-        req.discovery.on_round(req.non_discovery == 0, cx);
+        // A round of polling calls only is neither discovery nor work for this rule.
+        if req.counted_calls > 0 {
+            req.discovery.on_round(req.non_discovery == 0, cx);
+        }
         req.budget.on_round_end(outcome);
     }
 

@@ -1,0 +1,201 @@
+//! `loopguard demo`: an embedded broker, the guard, a simulated fleet (healthy and looping
+//! agents, real reasoning loops among them) and a live view of the verdicts.
+
+use crate::config::Config;
+use crate::engine::event::Event;
+use crate::engine::verdict::Verdict;
+use crate::fleet;
+use crate::service::{self, admin::Shared, embedded::EmbeddedKafka, metrics::Metrics};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct DemoOptions {
+    /// Only play the fleet into an existing broker (a load source); no guard, no view.
+    pub fleet_only: bool,
+    pub sessions: usize,
+    /// Stop after this long; `None` runs until Ctrl-C.
+    pub duration: Option<Duration>,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Publishes `events` keyed by session, pacing them `gap` apart; returns events sent.
+pub fn publish(
+    producer: &BaseProducer,
+    topic: &str,
+    events: &[Event],
+    gap: Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<usize> {
+    let mut sent = 0;
+    for e in events {
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        let payload = serde_json::to_vec(&e.to_wire())?;
+        let mut record = BaseRecord::to(topic)
+            .key(e.meta.session_id.as_bytes())
+            .payload(&payload);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, r)) => {
+                    producer.poll(Duration::from_millis(20));
+                    record = r;
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        sent += 1;
+        if !gap.is_zero() {
+            std::thread::sleep(gap);
+        }
+    }
+    producer.flush(Duration::from_secs(10))?;
+    Ok(sent)
+}
+
+fn print_verdict(v: &Verdict) {
+    let colour = match v.action.as_str() {
+        "warn" => "33",
+        "steer" => "36",
+        "block" => "35",
+        _ => "31",
+    };
+    let msg: String = v.message.chars().take(110).collect();
+    println!(
+        "\x1b[{colour}m{:>5}\x1b[0m {:<26} {:<34} attempt {} | {msg}",
+        v.action.as_str(),
+        v.rule.as_str(),
+        v.session_id,
+        v.attempt
+    );
+}
+
+pub async fn run(
+    mut cfg: Config,
+    registry: prometheus::Registry,
+    opts: DemoOptions,
+) -> anyhow::Result<()> {
+    let _embedded = if cfg.kafka.bootstrap_servers.is_empty() {
+        let k = EmbeddedKafka::start(&cfg)?;
+        cfg.kafka.bootstrap_servers = k.bootstrap_servers();
+        Some(k)
+    } else {
+        service::kafka::ensure_topics(&cfg, Some(cfg.kafka.embedded_partitions.get())).await?;
+        None
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            service::shutdown_signal().await;
+            stop.store(true, Ordering::Release);
+        });
+    }
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
+        .set("linger.ms", "5")
+        .create()?;
+    if opts.fleet_only {
+        let mut round = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            let events = fleet::fleet(opts.sessions, &format!("r{round}-"), now_ms(), 200, round);
+            let n = publish(
+                &producer,
+                &cfg.kafka.events_topic,
+                &events,
+                Duration::from_millis(5),
+                &stop,
+            )?;
+            println!(
+                "fleet round {round}: {n} events from {} sessions",
+                opts.sessions
+            );
+            round += 1;
+        }
+        return Ok(());
+    }
+
+    let metrics = Metrics::new(registry, &cfg.metrics)?;
+    let shared = Shared::new(metrics, &cfg.admin.debug_token);
+    let listener = tokio::net::TcpListener::bind(cfg.admin.listen).await?;
+    println!(
+        "loopguard demo: metrics on http://{}/metrics",
+        cfg.admin.listen
+    );
+    let app = service::admin::router(shared.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let cfg = Arc::new(cfg);
+    let guard = {
+        let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
+        std::thread::spawn(move || service::run_consumer(cfg, shared, stop))
+    };
+    let viewer = {
+        let (cfg, stop) = (cfg.clone(), stop.clone());
+        std::thread::spawn(move || -> anyhow::Result<usize> {
+            let c: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
+                .set("group.id", "loopguard-demo-viewer")
+                .set("isolation.level", "read_committed")
+                .set("auto.offset.reset", "earliest")
+                .set("enable.auto.commit", "false")
+                .create()?;
+            c.subscribe(&[&cfg.kafka.verdicts_topic])?;
+            let mut seen = 0;
+            while !stop.load(Ordering::Acquire) {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+                    if let Some(v) = m
+                        .payload()
+                        .and_then(|p| serde_json::from_slice::<Verdict>(p).ok())
+                    {
+                        print_verdict(&v);
+                        seen += 1;
+                    }
+                }
+            }
+            Ok(seen)
+        })
+    };
+    let events = fleet::fleet(opts.sessions, "demo-", now_ms(), 50, 42);
+    println!("playing a fleet of {} sessions ({} events): healthy coders, paging, polling, and looping agents\n", opts.sessions, events.len());
+    let started = Instant::now();
+    let sent = publish(
+        &producer,
+        &cfg.kafka.events_topic,
+        &events,
+        Duration::from_millis(4),
+        &stop,
+    )?;
+    println!(
+        "\nfleet done: {sent} events in {:.1} s; waiting for the last verdicts (Ctrl-C to stop)",
+        started.elapsed().as_secs_f64()
+    );
+    let deadline = opts.duration.map(|d| started + d);
+    while !stop.load(Ordering::Acquire) && deadline.is_none_or(|d| Instant::now() < d) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.store(true, Ordering::Release);
+    let seen = viewer
+        .join()
+        .map_err(|_| anyhow::anyhow!("viewer panicked"))??;
+    guard
+        .join()
+        .map_err(|_| anyhow::anyhow!("guard panicked"))??;
+    println!(
+        "{seen} verdicts shown. Metrics were at http://{}/metrics",
+        cfg.admin.listen
+    );
+    Ok(())
+}

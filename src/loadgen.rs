@@ -1,0 +1,294 @@
+//! `loopguard loadgen`: a realistic fleet workload against a real broker. Modes: `latency`
+//! (paced load, event-to-verdict percentiles), `preload` (fill the events topic), `drain`
+//! (time the guard's group to consume a preloaded topic), `raw-consume` (the same topic
+//! through a plain consumer: the baseline for the throughput ratio).
+
+use crate::engine::verdict::Verdict;
+use crate::fleet;
+use clap::{Args, Subcommand};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct LoadgenArgs {
+    #[arg(
+        long,
+        env = "KAFKA_BOOTSTRAP_SERVERS",
+        default_value = "127.0.0.1:19092"
+    )]
+    pub bootstrap_servers: String,
+    #[arg(long, default_value = "agent-events")]
+    pub events_topic: String,
+    #[arg(long, default_value = "agent-verdicts")]
+    pub verdicts_topic: String,
+    #[command(subcommand)]
+    pub mode: Mode,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Mode {
+    /// Produce at `rate` events/s for `duration` s and measure event-to-verdict latency.
+    Latency {
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+        #[arg(long, default_value_t = 20)]
+        duration: u64,
+        #[arg(long, default_value_t = 200)]
+        sessions: usize,
+    },
+    /// Write `events` fleet events as fast as the broker takes them.
+    Preload {
+        #[arg(long, default_value_t = 500_000)]
+        events: usize,
+        #[arg(long, default_value_t = 2000)]
+        sessions: usize,
+    },
+    /// Wait for consumer group `group` to commit through the end of the events topic;
+    /// report its rate.
+    Drain {
+        #[arg(long, default_value = "loopguard")]
+        group: String,
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
+    /// Read the whole events topic with a plain consumer; report its rate.
+    RawConsume {
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn client(bootstrap: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap);
+    c
+}
+
+/// Produces fleet events forever (fresh sessions each round) until `stop` or `limit`;
+/// `rate` 0 means as fast as possible. Event times are the send times.
+fn produce(
+    args: &LoadgenArgs,
+    rate: u64,
+    sessions: usize,
+    limit: Option<usize>,
+    stop: &AtomicBool,
+) -> anyhow::Result<(usize, Duration)> {
+    let producer: BaseProducer = client(&args.bootstrap_servers)
+        .set("linger.ms", "5")
+        .set("batch.num.messages", "10000")
+        .set("queue.buffering.max.messages", "500000")
+        .create()?;
+    let started = Instant::now();
+    let mut sent = 0usize;
+    let mut round = 0u64;
+    'outer: while !stop.load(Ordering::Acquire) {
+        let events = fleet::fleet(
+            sessions,
+            &format!("lg{}-{round}-", std::process::id()),
+            now_ms(),
+            0,
+            round,
+        );
+        for mut e in events {
+            if stop.load(Ordering::Acquire) || limit.is_some_and(|l| sent >= l) {
+                break 'outer;
+            }
+            if rate > 0 {
+                let due = started + Duration::from_secs_f64(sent as f64 / rate as f64);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            e.meta.ts_ms = now_ms();
+            let payload = serde_json::to_vec(&e.to_wire())?;
+            let mut record = BaseRecord::to(&args.events_topic)
+                .key(e.meta.session_id.as_bytes())
+                .payload(&payload);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((_, r)) => {
+                        producer.poll(Duration::from_millis(5));
+                        record = r;
+                    }
+                }
+            }
+            producer.poll(Duration::ZERO);
+            sent += 1;
+        }
+        round += 1;
+    }
+    producer.flush(Duration::from_secs(30))?;
+    Ok((sent, started.elapsed()))
+}
+
+fn end_offsets(c: &BaseConsumer, topic: &str) -> anyhow::Result<Vec<(i32, i64)>> {
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    let parts: Vec<i32> = md
+        .topics()
+        .first()
+        .map(|t| t.partitions().iter().map(|p| p.id()).collect())
+        .unwrap_or_default();
+    parts
+        .into_iter()
+        .map(|p| Ok((p, c.fetch_watermarks(topic, p, Duration::from_secs(10))?.1)))
+        .collect()
+}
+
+pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
+    tokio::task::spawn_blocking(move || run_blocking(&args)).await?
+}
+
+fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
+    match &args.mode {
+        Mode::Preload { events, sessions } => {
+            let (n, t) = produce(args, 0, *sessions, Some(*events), &AtomicBool::new(false))?;
+            println!(
+                "preload: {n} events in {:.2} s ({:.0} events/s)",
+                t.as_secs_f64(),
+                n as f64 / t.as_secs_f64()
+            );
+        }
+        Mode::RawConsume { timeout } => {
+            let c: BaseConsumer = client(&args.bootstrap_servers)
+                .set("group.id", format!("loadgen-raw-{}", std::process::id()))
+                .set("auto.offset.reset", "earliest")
+                .set("enable.auto.commit", "false")
+                .set("isolation.level", "read_committed")
+                .create()?;
+            let total: i64 = end_offsets(&c, &args.events_topic)?
+                .iter()
+                .map(|(_, h)| h)
+                .sum();
+            c.subscribe(&[&args.events_topic])?;
+            let deadline = Instant::now() + Duration::from_secs(*timeout);
+            let (mut n, mut first) = (0i64, None);
+            while n < total && Instant::now() < deadline {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                    first.get_or_insert_with(Instant::now);
+                    n += 1;
+                    std::hint::black_box(m.payload());
+                }
+            }
+            let t = first.map_or(Duration::ZERO, |f| f.elapsed());
+            println!(
+                "raw-consume: {n} of {total} events in {:.2} s ({:.0} events/s)",
+                t.as_secs_f64(),
+                n as f64 / t.as_secs_f64().max(1e-9)
+            );
+        }
+        Mode::Drain { group, timeout } => {
+            let c: BaseConsumer = client(&args.bootstrap_servers)
+                .set("group.id", group)
+                .set("enable.auto.commit", "false")
+                .create()?;
+            let ends = end_offsets(&c, &args.events_topic)?;
+            let total: i64 = ends.iter().map(|(_, h)| h).sum();
+            let mut tpl = TopicPartitionList::new();
+            for (p, _) in &ends {
+                tpl.add_partition(&args.events_topic, *p);
+            }
+            let committed = |c: &BaseConsumer| -> anyhow::Result<i64> {
+                let got = c.committed_offsets(tpl.clone(), Duration::from_secs(10))?;
+                Ok(got
+                    .elements()
+                    .iter()
+                    .map(|e| {
+                        if let Offset::Offset(o) = e.offset() {
+                            o
+                        } else {
+                            0
+                        }
+                    })
+                    .sum())
+            };
+            let deadline = Instant::now() + Duration::from_secs(*timeout);
+            let base = committed(&c)?;
+            let mut start: Option<(Instant, i64)> = None;
+            let mut last = base;
+            while last < total && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+                last = committed(&c)?;
+                if last > base && start.is_none() {
+                    start = Some((Instant::now(), last));
+                }
+            }
+            let (t0, c0) = start.unwrap_or((Instant::now(), last));
+            let t = t0.elapsed().as_secs_f64().max(1e-9);
+            println!("drain: group `{group}` committed {} events in {t:.2} s ({:.0} events/s); {} of {total} committed", last - c0, (last - c0) as f64 / t, last);
+        }
+        Mode::Latency {
+            rate,
+            duration,
+            sessions,
+        } => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let c: BaseConsumer = client(&args.bootstrap_servers)
+                .set(
+                    "group.id",
+                    format!("loadgen-latency-{}", std::process::id()),
+                )
+                .set("auto.offset.reset", "latest")
+                .set("enable.auto.commit", "false")
+                .set("isolation.level", "read_committed")
+                .create()?;
+            c.subscribe(&[&args.verdicts_topic])?;
+            let warm = Instant::now();
+            while c.assignment()?.count() == 0 && warm.elapsed() < Duration::from_secs(30) {
+                c.poll(Duration::from_millis(100));
+            }
+            let producer = {
+                let stop = stop.clone();
+                let (rate, sessions) = (*rate, *sessions);
+                let args = LoadgenArgs {
+                    bootstrap_servers: args.bootstrap_servers.clone(),
+                    events_topic: args.events_topic.clone(),
+                    verdicts_topic: args.verdicts_topic.clone(),
+                    mode: Mode::RawConsume { timeout: 0 },
+                };
+                std::thread::spawn(move || produce(&args, rate, sessions, None, &stop))
+            };
+            let mut hist = hdrhistogram::Histogram::<u64>::new(3)?;
+            let end = Instant::now() + Duration::from_secs(*duration);
+            while Instant::now() < end {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
+                    if let Some(v) = m
+                        .payload()
+                        .and_then(|p| serde_json::from_slice::<Verdict>(p).ok())
+                    {
+                        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&v.ts) {
+                            hist.record((now_ms() - t.timestamp_millis()).max(0) as u64)?;
+                        }
+                    }
+                }
+            }
+            stop.store(true, Ordering::Release);
+            let (sent, took) = producer
+                .join()
+                .map_err(|_| anyhow::anyhow!("producer panicked"))??;
+            println!(
+                "latency: sent {sent} events in {:.1} s ({:.0}/s); {} verdicts; event-to-verdict ms p50 {} p90 {} p99 {} max {}",
+                took.as_secs_f64(),
+                sent as f64 / took.as_secs_f64(),
+                hist.len(),
+                hist.value_at_quantile(0.5),
+                hist.value_at_quantile(0.9),
+                hist.value_at_quantile(0.99),
+                hist.max()
+            );
+        }
+    }
+    Ok(())
+}

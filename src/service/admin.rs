@@ -1,0 +1,209 @@
+//! Admin HTTP: `/livez`, `/readyz`, `/metrics`, and `/v1/sessions/{id}` (counters and
+//! window summaries only, never text; off unless a bearer token is configured).
+
+use super::metrics::Metrics;
+use crate::engine::rules::SessionSummary;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use dashmap::DashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What a partition is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionStatus {
+    Restoring,
+    Active,
+}
+
+/// State shared between the consumer thread and the admin side.
+pub struct Shared {
+    pub metrics: Metrics,
+    /// Owned partitions and their status.
+    pub partitions: DashMap<i32, PartitionStatus>,
+    /// Summaries of owned sessions, refreshed at each commit.
+    pub sessions: DashMap<String, (i32, SessionSummary)>,
+    /// Set once the consumer has joined its group.
+    pub joined: AtomicBool,
+    pub debug_token: Option<String>,
+}
+
+impl Shared {
+    pub fn new(metrics: Metrics, debug_token: &str) -> Arc<Shared> {
+        Arc::new(Shared {
+            metrics,
+            partitions: DashMap::new(),
+            sessions: DashMap::new(),
+            joined: AtomicBool::new(false),
+            debug_token: (!debug_token.is_empty()).then(|| debug_token.to_string()),
+        })
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.joined.load(Ordering::Acquire)
+            && self
+                .partitions
+                .iter()
+                .all(|p| *p.value() == PartitionStatus::Active)
+    }
+
+    pub fn refresh_ready(&self) {
+        self.metrics.ready.set(i64::from(self.is_ready()));
+        self.metrics
+            .assigned_partitions
+            .set(self.partitions.len() as i64);
+    }
+}
+
+/// The admin router; tests call it without a socket.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/v1/sessions/:id", get(session))
+        .with_state(shared)
+}
+
+async fn readyz(State(s): State<Arc<Shared>>) -> Response {
+    s.refresh_ready();
+    if s.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        let restoring = s
+            .partitions
+            .iter()
+            .filter(|p| *p.value() == PartitionStatus::Restoring)
+            .count();
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: joined={}, restoring partitions={restoring}\n",
+                s.joined.load(Ordering::Acquire)
+            ),
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+    s.refresh_ready();
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        s.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn session(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(token) = s.debug_token.as_deref() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "debug view disabled: set admin.debug_token\n",
+        )
+            .into_response();
+    };
+    let given = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given != Some(token) {
+        return (StatusCode::UNAUTHORIZED, "bearer token required\n").into_response();
+    }
+    match s.sessions.get(&id) {
+        Some(entry) => {
+            let (partition, summary) = entry.value().clone();
+            Json(serde_json::json!({"session_id": id, "partition": partition, "summary": summary}))
+                .into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "no such session on this instance\n").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    fn shared(token: &str) -> Arc<Shared> {
+        let cfg = crate::config::load_with_env(None, std::iter::empty()).unwrap();
+        Shared::new(
+            Metrics::new(prometheus::Registry::new(), &cfg.metrics).unwrap(),
+            token,
+        )
+    }
+
+    async fn get(app: Router, uri: &str, auth: Option<&str>) -> (StatusCode, String) {
+        let mut req = Request::builder().uri(uri);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = app.oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn readiness_follows_restores() {
+        let s = shared("");
+        assert_eq!(
+            get(router(s.clone()), "/livez", None).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            get(router(s.clone()), "/readyz", None).await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        s.joined.store(true, Ordering::Release);
+        s.partitions.insert(0, PartitionStatus::Restoring);
+        assert_eq!(
+            get(router(s.clone()), "/readyz", None).await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        s.partitions.insert(0, PartitionStatus::Active);
+        assert_eq!(
+            get(router(s.clone()), "/readyz", None).await.0,
+            StatusCode::OK
+        );
+        let (_, body) = get(router(s), "/metrics", None).await;
+        assert!(body.contains("loopguard_ready 1"), "{body}");
+        assert!(body.contains("loopguard_build_info"));
+    }
+
+    #[tokio::test]
+    async fn session_view_needs_a_token() {
+        let off = shared("");
+        assert_eq!(
+            get(router(off), "/v1/sessions/x", None).await.0,
+            StatusCode::NOT_FOUND
+        );
+        let on = shared("s3cret");
+        assert_eq!(
+            get(router(on.clone()), "/v1/sessions/x", None).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            get(router(on.clone()), "/v1/sessions/x", Some("Bearer s3cret"))
+                .await
+                .0,
+            StatusCode::NOT_FOUND
+        );
+        let summary = crate::engine::rules::SessionState::default().summary();
+        on.sessions.insert("x".into(), (3, summary));
+        let (status, body) = get(router(on), "/v1/sessions/x", Some("Bearer s3cret")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("\"partition\":3"), "{body}");
+    }
+}

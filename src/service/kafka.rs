@@ -1,0 +1,172 @@
+//! Kafka client settings and topic checks: consumer, transactional producer, state reader,
+//! and creating the guard's topics partitioned like the events topic.
+
+use crate::config::{Config, Delivery};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum KafkaSetupError {
+    #[error("kafka: {0}")]
+    Client(#[from] rdkafka::error::KafkaError),
+    #[error("topic `{0}` does not exist (create it, partitioned like the events topic)")]
+    MissingTopic(String),
+    #[error("topic `{topic}` has {found} partitions; it must match the events topic's {expected}")]
+    PartitionMismatch {
+        topic: String,
+        found: usize,
+        expected: usize,
+    },
+}
+
+fn base(cfg: &Config) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
+    for (k, v) in cfg.kafka_properties() {
+        c.set(k, v);
+    }
+    c
+}
+
+/// The group consumer of the events topic.
+pub fn consumer_config(cfg: &Config) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
+        .set("group.id", &cfg.kafka.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("isolation.level", "read_committed")
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("statistics.interval.ms", "5000")
+        .set(
+            "queued.max.messages.kbytes",
+            cfg.kafka.queue_max_kbytes.to_string(),
+        )
+        .set(
+            "queued.min.messages",
+            cfg.kafka.queue_max_messages.to_string(),
+        );
+    for (k, v) in cfg.kafka_properties() {
+        c.set(k, v);
+    }
+    c
+}
+
+/// The producer of verdicts, state and dead letters.
+pub fn producer_config(cfg: &Config, instance: &str) -> ClientConfig {
+    let mut c = base(cfg);
+    c.set("enable.idempotence", "true")
+        .set("linger.ms", "1")
+        .set("queue.buffering.max.messages", "100000");
+    if cfg.kafka.delivery == Delivery::ExactlyOnce {
+        c.set(
+            "transactional.id",
+            format!("{}-{instance}", cfg.kafka.transactional_id_prefix),
+        )
+        .set("transaction.timeout.ms", "30000");
+    }
+    for (k, v) in cfg.kafka_properties() {
+        c.set(k, v);
+    }
+    c
+}
+
+/// A group-less reader of the state topic (read_committed, reports partition ends).
+pub fn state_reader_config(cfg: &Config) -> ClientConfig {
+    let mut c = base(cfg);
+    c.set("group.id", format!("{}-state-reader", cfg.kafka.group_id))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .set("auto.offset.reset", "earliest");
+    c
+}
+
+/// Partitions of `topic`, or None when it does not exist.
+pub fn partition_count(
+    client: &BaseConsumer,
+    topic: &str,
+) -> Result<Option<usize>, KafkaSetupError> {
+    let md = client.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    Ok(md
+        .topics()
+        .first()
+        .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+        .map(|t| t.partitions().len()))
+}
+
+/// Makes sure the verdict, dead-letter and state topics exist with the events topic's
+/// partition count (creating what is missing; the events topic too when `create_events`).
+pub async fn ensure_topics(
+    cfg: &Config,
+    create_events: Option<usize>,
+) -> Result<usize, KafkaSetupError> {
+    let probe: BaseConsumer = base(cfg).create()?;
+    let admin: AdminClient<DefaultClientContext> = base(cfg).create()?;
+    let k = &cfg.kafka;
+    let events = match (partition_count(&probe, &k.events_topic)?, create_events) {
+        (Some(n), _) => n,
+        (None, Some(n)) => {
+            create(&admin, &k.events_topic, n, false).await?;
+            n
+        }
+        (None, None) => return Err(KafkaSetupError::MissingTopic(k.events_topic.clone())),
+    };
+    for (topic, compacted) in [
+        (&k.verdicts_topic, false),
+        (&k.dlq_topic, false),
+        (&k.state_topic, true),
+    ] {
+        match partition_count(&probe, topic)? {
+            Some(n) if n == events || topic == &k.dlq_topic => {}
+            Some(n) => {
+                return Err(KafkaSetupError::PartitionMismatch {
+                    topic: topic.clone(),
+                    found: n,
+                    expected: events,
+                })
+            }
+            None => create(&admin, topic, events, compacted).await?,
+        }
+    }
+    Ok(events)
+}
+
+async fn create(
+    admin: &AdminClient<DefaultClientContext>,
+    topic: &str,
+    partitions: usize,
+    compacted: bool,
+) -> Result<(), KafkaSetupError> {
+    let mut t = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(-1));
+    if compacted {
+        t = t.set("cleanup.policy", "compact");
+    }
+    let results = admin
+        .create_topics(
+            [&t],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await?;
+    for r in results {
+        if let Err((name, code)) = r {
+            if code != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
+                return Err(KafkaSetupError::Client(
+                    rdkafka::error::KafkaError::AdminOp(code),
+                ))
+                .map_err(|e| {
+                    tracing::error!(topic = %name, "cannot create topic");
+                    e
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! Prometheus families of the service, registered once on a registry handed down from
+//! `main` (no globals). Names follow Prometheus conventions; no unbounded labels.
+
+use crate::config::MetricsConfig;
+use crate::engine::event::EVENT_TYPES;
+use crate::engine::verdict::{Rule, Verdict};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+/// Every metric the service exports (listed with their meaning in docs/metrics.md).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub events_consumed: IntCounterVec,
+    pub events_malformed: IntCounterVec,
+    pub dead_letter: IntCounterVec,
+    pub verdicts: IntCounterVec,
+    loops: IntCounterVec,
+    pub escalations_given_up: IntCounter,
+    pub active_sessions: IntGauge,
+    pub session_evictions: IntCounterVec,
+    pub event_to_verdict: Histogram,
+    pub event_processing: Histogram,
+    pub consumer_lag: IntGaugeVec,
+    pub assigned_partitions: IntGauge,
+    pub rebalances: IntCounterVec,
+    pub state_restore: Histogram,
+    pub transactions: IntCounterVec,
+    pub ready: IntGauge,
+    labels: LabelPolicy,
+}
+
+#[derive(Clone)]
+struct LabelPolicy {
+    tenant: Option<Vec<String>>,
+    model: Option<Vec<String>>,
+}
+
+impl LabelPolicy {
+    fn capped(allow: &Option<Vec<String>>, value: Option<&str>) -> Option<String> {
+        allow.as_ref().map(|list| match value {
+            Some(v) if list.iter().any(|a| a == v) => v.to_string(),
+            Some(_) => "other".to_string(),
+            None => "none".to_string(),
+        })
+    }
+}
+
+fn counter(
+    reg: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntCounterVec> {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+    reg.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn histogram(
+    reg: &Registry,
+    name: &str,
+    help: &str,
+    buckets: Vec<f64>,
+) -> prometheus::Result<Histogram> {
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))?;
+    reg.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
+impl Metrics {
+    pub fn new(registry: Registry, cfg: &MetricsConfig) -> prometheus::Result<Metrics> {
+        let r = &registry;
+        let build = IntGaugeVec::new(
+            Opts::new("loopguard_build_info", "Build information; always 1."),
+            &["version"],
+        )?;
+        r.register(Box::new(build.clone()))?;
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let labels = LabelPolicy {
+            tenant: cfg.tenant_label.then(|| cfg.tenant_allow_list.clone()),
+            model: cfg.model_label.then(|| cfg.model_allow_list.clone()),
+        };
+        let mut loop_labels = vec!["rule"];
+        if labels.tenant.is_some() {
+            loop_labels.push("tenant");
+        }
+        if labels.model.is_some() {
+            loop_labels.push("model");
+        }
+        let gauge = |name: &str, help: &str| -> prometheus::Result<IntGauge> {
+            let g = IntGauge::new(name, help)?;
+            r.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let lag = IntGaugeVec::new(
+            Opts::new(
+                "loopguard_consumer_lag_messages",
+                "Messages behind the end of each owned events partition.",
+            ),
+            &["partition"],
+        )?;
+        r.register(Box::new(lag.clone()))?;
+        let m = Metrics {
+            events_consumed: counter(r, "loopguard_events_consumed_total", "Events consumed, by event type.", &["type"])?,
+            events_malformed: counter(r, "loopguard_events_malformed_total", "Events that could not be read, by reason.", &["reason"])?,
+            dead_letter: counter(r, "loopguard_dead_letter_total", "Events written to the dead-letter topic, by reason.", &["reason"])?,
+            verdicts: counter(r, "loopguard_verdicts_total", "Verdicts emitted, by rule and action.", &["rule", "action"])?,
+            loops: counter(r, "loopguard_loops_detected_total", "Loops detected (every verdict except budget signals and required-tool retries), by rule.", &loop_labels)?,
+            escalations_given_up: {
+                let c = IntCounter::new("loopguard_escalations_given_up_total", "Responses the guard gave up on after max_retries interventions.")?;
+                r.register(Box::new(c.clone()))?;
+                c
+            },
+            active_sessions: gauge("loopguard_active_sessions", "Sessions held in memory by this instance.")?,
+            session_evictions: counter(r, "loopguard_session_evictions_total", "Sessions forgotten, by reason (ttl, capacity, session_end).", &["reason"])?,
+            event_to_verdict: histogram(
+                r,
+                "loopguard_event_to_verdict_latency_seconds",
+                "From an event's own timestamp to its verdict being written.",
+                vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0],
+            )?,
+            event_processing: histogram(
+                r,
+                "loopguard_event_processing_seconds",
+                "Engine time per event.",
+                vec![0.000_001, 0.000_005, 0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.005, 0.01],
+            )?,
+            consumer_lag: lag,
+            assigned_partitions: gauge("loopguard_assigned_partitions", "Events partitions owned by this instance.")?,
+            rebalances: counter(r, "loopguard_rebalances_total", "Partition assignments and revocations.", &["kind"])?,
+            state_restore: histogram(
+                r,
+                "loopguard_state_restore_seconds",
+                "Time to restore a gained partition's sessions from the state topic.",
+                vec![0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0],
+            )?,
+            transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
+            ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
+            registry,
+            labels,
+        };
+        for t in EVENT_TYPES {
+            m.events_consumed.with_label_values(&[t]);
+        }
+        for outcome in ["commit", "abort"] {
+            m.transactions.with_label_values(&[outcome]);
+        }
+        for kind in ["assign", "revoke"] {
+            m.rebalances.with_label_values(&[kind]);
+        }
+        for reason in ["ttl", "capacity", "session_end"] {
+            m.session_evictions.with_label_values(&[reason]);
+        }
+        Ok(m)
+    }
+
+    /// Counts one emitted verdict.
+    pub fn on_verdict(&self, v: &Verdict) {
+        self.verdicts
+            .with_label_values(&[v.rule.as_str(), v.action.as_str()])
+            .inc();
+        // Budget signals and the required-tool expectation are not loops.
+        if matches!(
+            v.rule,
+            Rule::NearLimit | Rule::SlowConvergence | Rule::CompactionChurn | Rule::RequiredTool
+        ) {
+            return;
+        }
+        let mut values = vec![v.rule.as_str().to_string()];
+        if let Some(t) = LabelPolicy::capped(&self.labels.tenant, v.tenant.as_deref()) {
+            values.push(t);
+        }
+        if let Some(m) = LabelPolicy::capped(&self.labels.model, v.model.as_deref()) {
+            values.push(m);
+        }
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        self.loops.with_label_values(&refs).inc();
+    }
+
+    /// The text exposition of every family.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}

@@ -1,0 +1,153 @@
+//! `loopguard serve`: the Kafka adapter around the engine. Wiring only: config ->
+//! telemetry -> topics -> consumer thread + admin HTTP -> run until SIGTERM/SIGINT ->
+//! commit in-flight work -> exit.
+
+pub mod admin;
+pub mod embedded;
+pub mod kafka;
+pub mod metrics;
+pub mod state;
+pub mod worker;
+
+use crate::config::Config;
+use admin::Shared;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, Producer};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use worker::{GuardContext, Worker};
+
+/// How long in-flight work may take to commit after a stop signal.
+pub const GRACE: Duration = Duration::from_secs(20);
+
+/// A name for this instance: stable across restarts of the same pod or host, so a
+/// restarted instance fences its predecessor's transaction at once.
+pub fn instance_id() -> String {
+    std::env::var("LOOPGUARD_INSTANCE_ID")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("pid-{}", std::process::id()))
+}
+
+/// Runs the guard until `stop` is set; returns after committing in-flight work.
+pub fn run_consumer(
+    cfg: Arc<Config>,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let instance = instance_id();
+    let producer: BaseProducer = kafka::producer_config(&cfg, &instance).create()?;
+    if cfg.kafka.delivery == crate::config::Delivery::ExactlyOnce {
+        producer.init_transactions(Duration::from_secs(30))?;
+    }
+    let reader = state::StateReader::new(kafka::state_reader_config(&cfg).create()?);
+    let worker = Worker::new(cfg.clone(), shared.clone(), producer, reader);
+    let context = GuardContext::new(worker, shared.clone(), cfg.kafka.events_topic.clone());
+    let consumer: BaseConsumer<GuardContext> =
+        kafka::consumer_config(&cfg).create_with_context(context)?;
+    consumer.subscribe(&[&cfg.kafka.events_topic])?;
+    tracing::info!(instance = %instance, topic = %cfg.kafka.events_topic, group = %cfg.kafka.group_id, "consuming");
+    let poll_wait = Duration::from_millis(cfg.kafka.batch_max_ms.clamp(1, 100));
+    while !stop.load(Ordering::Acquire) {
+        let msg = consumer.poll(poll_wait);
+        let mut w = consumer.context().lock();
+        if let Some(fatal) = w.fatal.take() {
+            anyhow::bail!(fatal);
+        }
+        match msg {
+            Some(Ok(m)) => {
+                if let Err(e) = w.process(&m) {
+                    tracing::error!(error = %e, "processing failed; rewinding to the last commit");
+                    drop(m);
+                    w.rewind(&consumer)?;
+                    continue;
+                }
+            }
+            Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
+            None => {}
+        }
+        if w.due() {
+            if let Err(e) = w.commit(&consumer) {
+                if is_fatal(&e) {
+                    anyhow::bail!("fatal Kafka error: {e}");
+                }
+                tracing::error!(error = %e, "commit failed; rewinding to the last commit");
+                w.rewind(&consumer)?;
+            }
+        }
+    }
+    let deadline = Instant::now() + GRACE;
+    {
+        let mut w = consumer.context().lock();
+        w.commit(&consumer)?;
+    }
+    tracing::info!("stop requested: in-flight work committed, leaving the group");
+    consumer.unsubscribe();
+    while Instant::now() < deadline && consumer.poll(Duration::from_millis(100)).is_some() {}
+    Ok(())
+}
+
+fn is_fatal(e: &rdkafka::error::KafkaError) -> bool {
+    e.rdkafka_error_code().is_some_and(|c| {
+        matches!(
+            c,
+            rdkafka::types::RDKafkaErrorCode::Fenced
+                | rdkafka::types::RDKafkaErrorCode::ProducerFenced
+                | rdkafka::types::RDKafkaErrorCode::InvalidProducerEpoch
+        )
+    })
+}
+
+/// `loopguard serve`: embedded broker when no bootstrap servers, admin HTTP, the consumer
+/// thread, signals. Returns when stopped.
+pub async fn serve(mut cfg: Config, registry: prometheus::Registry) -> anyhow::Result<()> {
+    let _embedded = if cfg.kafka.bootstrap_servers.is_empty() {
+        let cluster = embedded::EmbeddedKafka::start(&cfg)?;
+        cfg.kafka.bootstrap_servers = cluster.bootstrap_servers();
+        Some(cluster)
+    } else {
+        kafka::ensure_topics(&cfg, None).await?;
+        None
+    };
+    let metrics = metrics::Metrics::new(registry, &cfg.metrics)?;
+    let shared = Shared::new(metrics, &cfg.admin.debug_token);
+    let listener = tokio::net::TcpListener::bind(cfg.admin.listen).await?;
+    tracing::info!(addr = %cfg.admin.listen, "admin HTTP listening (/livez /readyz /metrics)");
+    let app = admin::router(shared.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "admin server stopped");
+        }
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let cfg = Arc::new(cfg);
+    let mut consumer = {
+        let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
+        tokio::task::spawn_blocking(move || run_consumer(cfg, shared, stop))
+    };
+    tokio::select! {
+        _ = shutdown_signal() => tracing::info!("signal received: draining"),
+        r = &mut consumer => return r?,
+    }
+    stop.store(true, Ordering::Release);
+    match tokio::time::timeout(GRACE + Duration::from_secs(5), consumer).await {
+        Ok(r) => r?,
+        Err(_) => anyhow::bail!("in-flight work not committed within the grace period"),
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,82 @@
+//! State hand-over: reading a partition of the compacted state topic (read_committed) into
+//! a fresh engine before the partition's first event is processed.
+
+use crate::engine::Engine;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use std::time::{Duration, Instant};
+
+/// The group-less consumer used for restores.
+pub struct StateReader {
+    consumer: BaseConsumer,
+}
+
+impl StateReader {
+    pub fn new(consumer: BaseConsumer) -> Self {
+        StateReader { consumer }
+    }
+}
+
+/// Longest a restore may take before the instance gives up (and is restarted).
+const RESTORE_LIMIT: Duration = Duration::from_secs(600);
+
+/// Restores every session of `partition` into `engine`; returns it with the restored ids.
+pub fn restore_partition(
+    reader: &StateReader,
+    topic: &str,
+    partition: i32,
+    mut engine: Engine,
+) -> Result<(Engine, Vec<String>), KafkaError> {
+    let c = &reader.consumer;
+    let (low, high) = c.fetch_watermarks(topic, partition, Duration::from_secs(10))?;
+    let mut restored = std::collections::BTreeSet::new();
+    if high <= low {
+        return Ok((engine, Vec::new()));
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Beginning)?;
+    c.assign(&tpl)?;
+    let started = Instant::now();
+    loop {
+        if started.elapsed() > RESTORE_LIMIT {
+            c.unassign()?;
+            return Err(KafkaError::Global(
+                rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+            ));
+        }
+        match c.poll(Duration::from_millis(500)) {
+            Some(Ok(m)) => {
+                let Some(key) = m.key().map(|k| String::from_utf8_lossy(k).into_owned()) else {
+                    continue;
+                };
+                match m.payload() {
+                    Some(bytes) => match engine.restore(&key, bytes) {
+                        Ok(()) => {
+                            restored.insert(key);
+                        }
+                        Err(e) => {
+                            tracing::warn!(session = %key, error = %e, "unreadable state record skipped")
+                        }
+                    },
+                    None => {
+                        engine.forget(&key);
+                        restored.remove(&key);
+                    }
+                }
+                if m.offset() + 1 >= high {
+                    break;
+                }
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(e)) => {
+                c.unassign()?;
+                return Err(e);
+            }
+            None => {}
+        }
+    }
+    c.unassign()?;
+    Ok((engine, restored.into_iter().collect()))
+}

@@ -1,0 +1,524 @@
+//! The consumer side of the service: decode -> engine -> encode, one engine per owned
+//! partition, and the batch commit that makes verdicts, state and offsets one transaction.
+//! Rebalance callbacks commit before partitions leave and restore before they are used.
+
+use super::admin::{PartitionStatus, Shared};
+use super::state::{restore_partition, StateReader};
+use crate::config::{Config, Delivery};
+use crate::engine::event::{format_ts, Event, EVENT_TYPES};
+use crate::engine::{Engine, EngineStats};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::statistics::Statistics;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TXN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One owned partition: its engine and the next offset to commit.
+struct Part {
+    engine: Engine,
+    next_offset: Option<i64>,
+    last_stats: EngineStats,
+}
+
+/// Everything the consumer thread mutates; reached from the loop and from rebalance callbacks.
+pub struct Worker {
+    cfg: Arc<Config>,
+    shared: Arc<Shared>,
+    producer: BaseProducer,
+    reader: StateReader,
+    parts: BTreeMap<i32, Part>,
+    txn_open: bool,
+    batch_events: usize,
+    batch_started: Instant,
+    verdicts: Vec<crate::engine::verdict::Verdict>,
+    /// A fatal error seen inside a callback, for the loop to act on.
+    pub fatal: Option<String>,
+}
+
+/// The consumer's context: rebalance callbacks and statistics reach the worker through it.
+pub struct GuardContext {
+    pub worker: Mutex<Worker>,
+    shared: Arc<Shared>,
+    events_topic: String,
+}
+
+impl GuardContext {
+    pub fn new(worker: Worker, shared: Arc<Shared>, events_topic: String) -> Self {
+        GuardContext {
+            worker: Mutex::new(worker),
+            shared,
+            events_topic,
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Worker> {
+        self.worker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ClientContext for GuardContext {
+    fn stats(&self, stats: Statistics) {
+        if let Some(topic) = stats.topics.get(&self.events_topic) {
+            for (p, s) in &topic.partitions {
+                if *p >= 0 && self.shared.partitions.contains_key(p) {
+                    self.shared
+                        .metrics
+                        .consumer_lag
+                        .with_label_values(&[&p.to_string()])
+                        .set(s.consumer_lag.max(0));
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for GuardContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let mut w = self.lock();
+            self.shared
+                .metrics
+                .rebalances
+                .with_label_values(&["revoke"])
+                .inc();
+            if consumer.assignment_lost() {
+                tracing::warn!("assignment lost: dropping uncommitted work");
+                w.abort();
+            } else if let Err(e) = w.commit(consumer) {
+                tracing::error!(error = %e, "commit before revocation failed");
+            }
+            for elem in tpl.elements() {
+                w.drop_partition(elem.partition());
+                self.shared
+                    .metrics
+                    .consumer_lag
+                    .remove_label_values(&[&elem.partition().to_string()])
+                    .ok();
+            }
+            self.shared.refresh_ready();
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            self.shared
+                .metrics
+                .rebalances
+                .with_label_values(&["assign"])
+                .inc();
+            let mut w = self.lock();
+            let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
+            for p in &parts {
+                self.shared
+                    .partitions
+                    .insert(*p, PartitionStatus::Restoring);
+            }
+            self.shared.refresh_ready();
+            for p in parts {
+                if let Err(e) = w.restore(p) {
+                    w.fatal = Some(format!("restoring partition {p}: {e}"));
+                }
+            }
+        }
+        self.shared.joined.store(true, Ordering::Release);
+        self.shared.refresh_ready();
+    }
+}
+
+impl Worker {
+    pub fn new(
+        cfg: Arc<Config>,
+        shared: Arc<Shared>,
+        producer: BaseProducer,
+        reader: StateReader,
+    ) -> Self {
+        Worker {
+            cfg,
+            shared,
+            producer,
+            reader,
+            parts: BTreeMap::new(),
+            txn_open: false,
+            batch_events: 0,
+            batch_started: Instant::now(),
+            verdicts: Vec::new(),
+            fatal: None,
+        }
+    }
+
+    fn eos(&self) -> bool {
+        self.cfg.kafka.delivery == Delivery::ExactlyOnce
+    }
+
+    /// Loads a gained partition's sessions from the state topic before any of its events.
+    fn restore(&mut self, partition: i32) -> Result<(), KafkaError> {
+        let started = Instant::now();
+        let engine = Engine::new(self.cfg.policy.clone(), self.cfg.engine.limits()).track_changes();
+        let (mut engine, restored) =
+            restore_partition(&self.reader, &self.cfg.kafka.state_topic, partition, engine)?;
+        engine.take_changes();
+        for id in restored {
+            if let Some(summary) = engine.summary(&id) {
+                self.shared.sessions.insert(id, (partition, summary));
+            }
+        }
+        let last_stats = engine.stats();
+        self.parts.insert(
+            partition,
+            Part {
+                engine,
+                next_offset: None,
+                last_stats,
+            },
+        );
+        self.shared
+            .partitions
+            .insert(partition, PartitionStatus::Active);
+        self.shared
+            .metrics
+            .state_restore
+            .observe(started.elapsed().as_secs_f64());
+        self.update_session_gauge();
+        tracing::info!(
+            partition,
+            sessions = self.parts[&partition].engine.session_count(),
+            ms = started.elapsed().as_millis() as u64,
+            "partition restored"
+        );
+        Ok(())
+    }
+
+    fn drop_partition(&mut self, partition: i32) {
+        self.parts.remove(&partition);
+        self.shared.partitions.remove(&partition);
+        self.shared.sessions.retain(|_, (p, _)| *p != partition);
+        self.update_session_gauge();
+    }
+
+    fn update_session_gauge(&self) {
+        let n: usize = self.parts.values().map(|p| p.engine.session_count()).sum();
+        self.shared.metrics.active_sessions.set(n as i64);
+    }
+
+    fn begin(&mut self) -> Result<(), KafkaError> {
+        self.producer.poll(Duration::ZERO);
+        if self.eos() && !self.txn_open {
+            self.producer.begin_transaction()?;
+            self.txn_open = true;
+        }
+        if self.batch_events == 0 {
+            self.batch_started = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Handles one consumed event: engine, then verdicts (or a dead letter) into the batch.
+    pub fn process(&mut self, msg: &BorrowedMessage<'_>) -> Result<(), KafkaError> {
+        let partition = msg.partition();
+        if !self.parts.contains_key(&partition) {
+            self.restore(partition)?;
+        }
+        self.begin()?;
+        let m = &self.shared.metrics;
+        let decoded = match msg.payload() {
+            None => Err((
+                "empty_payload".to_string(),
+                "event has no value".to_string(),
+            )),
+            Some(bytes) => Event::decode_keyed(bytes, msg.key())
+                .map_err(|e| (e.reason().to_string(), e.to_string())),
+        };
+        match decoded {
+            Err((reason, detail)) => {
+                m.events_malformed.with_label_values(&[&reason]).inc();
+                m.dead_letter.with_label_values(&[&reason]).inc();
+                self.dead_letter(msg, &reason, &detail)?;
+            }
+            Ok(event) => {
+                let kind = event.body.kind();
+                let label = if EVENT_TYPES.contains(&kind) {
+                    kind
+                } else {
+                    "unknown"
+                };
+                m.events_consumed.with_label_values(&[label]).inc();
+                let event_ms = event.meta.ts_ms;
+                let session = event.meta.session_id.clone();
+                let part = self.parts.get_mut(&partition).expect("restored above");
+                let started = Instant::now();
+                self.verdicts.clear();
+                part.engine.handle_event(event, &mut self.verdicts);
+                m.event_processing.observe(started.elapsed().as_secs_f64());
+                let now_ms = wall_clock_ms();
+                let verdicts = std::mem::take(&mut self.verdicts);
+                for mut v in verdicts.iter().cloned() {
+                    v.emitted_at = Some(format_ts(now_ms));
+                    let payload = serde_json::to_vec(&v).unwrap_or_default();
+                    send(
+                        &self.producer,
+                        &self.cfg.kafka.verdicts_topic,
+                        partition,
+                        session.as_bytes(),
+                        Some(&payload),
+                        None,
+                    )?;
+                    m.on_verdict(&v);
+                    m.event_to_verdict
+                        .observe(((now_ms - event_ms).max(0) as f64) / 1000.0);
+                }
+                self.verdicts = verdicts;
+            }
+        }
+        if let Some(part) = self.parts.get_mut(&partition) {
+            part.next_offset = Some(msg.offset() + 1);
+        }
+        self.batch_events += 1;
+        Ok(())
+    }
+
+    fn dead_letter(
+        &self,
+        msg: &BorrowedMessage<'_>,
+        reason: &str,
+        detail: &str,
+    ) -> Result<(), KafkaError> {
+        let partition = msg.partition().to_string();
+        let offset = msg.offset().to_string();
+        let mut headers = OwnedHeaders::new();
+        if let Some(original) = msg.headers() {
+            for h in original.iter() {
+                headers = headers.insert(Header {
+                    key: h.key,
+                    value: h.value,
+                });
+            }
+        }
+        let headers = headers
+            .insert(Header {
+                key: "loopguard-error-reason",
+                value: Some(reason),
+            })
+            .insert(Header {
+                key: "loopguard-error",
+                value: Some(detail),
+            })
+            .insert(Header {
+                key: "loopguard-source-topic",
+                value: Some(msg.topic()),
+            })
+            .insert(Header {
+                key: "loopguard-source-partition",
+                value: Some(&partition),
+            })
+            .insert(Header {
+                key: "loopguard-source-offset",
+                value: Some(&offset),
+            });
+        let key = msg.key().unwrap_or_default();
+        send(
+            &self.producer,
+            &self.cfg.kafka.dlq_topic,
+            -1,
+            key,
+            msg.payload(),
+            Some(headers),
+        )
+    }
+
+    /// True when the batch should be committed.
+    pub fn due(&self) -> bool {
+        self.batch_events > 0
+            && (self.batch_events >= self.cfg.kafka.batch_max_events.get()
+                || self.batch_started.elapsed()
+                    >= Duration::from_millis(self.cfg.kafka.batch_max_ms))
+    }
+
+    /// Writes the touched sessions' state and commits verdicts, state and offsets together.
+    pub fn commit<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+    ) -> Result<(), KafkaError> {
+        if self.batch_events == 0 && !self.txn_open {
+            return Ok(());
+        }
+        self.begin()?;
+        let mut offsets = TopicPartitionList::new();
+        let topic = self.cfg.kafka.events_topic.clone();
+        let state_topic = self.cfg.kafka.state_topic.clone();
+        for (&p, part) in self.parts.iter_mut() {
+            let changes = part.engine.take_changes();
+            for id in &changes.touched {
+                if let Some(bytes) = part.engine.snapshot(id) {
+                    send(
+                        &self.producer,
+                        &state_topic,
+                        p,
+                        id.as_bytes(),
+                        Some(&bytes),
+                        None,
+                    )?;
+                }
+                if let Some(summary) = part.engine.summary(id) {
+                    self.shared.sessions.insert(id.clone(), (p, summary));
+                }
+            }
+            for id in &changes.removed {
+                send(&self.producer, &state_topic, p, id.as_bytes(), None, None)?;
+                self.shared.sessions.remove(id);
+            }
+            let stats = part.engine.stats();
+            record_stat_deltas(&self.shared, &part.last_stats, &stats);
+            part.last_stats = stats;
+            if let Some(next) = part.next_offset.take() {
+                offsets.add_partition_offset(&topic, p, Offset::Offset(next))?;
+            }
+        }
+        self.update_session_gauge();
+        let result = if self.eos() {
+            let Some(meta) = consumer.group_metadata() else {
+                return Err(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State));
+            };
+            self.producer
+                .send_offsets_to_transaction(&offsets, &meta, TXN_TIMEOUT)
+                .and_then(|_| self.producer.commit_transaction(TXN_TIMEOUT))
+        } else {
+            self.producer.flush(TXN_TIMEOUT).and_then(|_| {
+                if offsets.count() > 0 {
+                    consumer.commit(&offsets, rdkafka::consumer::CommitMode::Sync)
+                } else {
+                    Ok(())
+                }
+            })
+        };
+        self.txn_open = false;
+        self.batch_events = 0;
+        match result {
+            Ok(()) => {
+                self.shared
+                    .metrics
+                    .transactions
+                    .with_label_values(&["commit"])
+                    .inc();
+                Ok(())
+            }
+            Err(e) => {
+                self.shared
+                    .metrics
+                    .transactions
+                    .with_label_values(&["abort"])
+                    .inc();
+                if self.eos() {
+                    let _ = self.producer.abort_transaction(TXN_TIMEOUT);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops uncommitted work (the partitions are gone or the transaction failed).
+    pub fn abort(&mut self) {
+        if self.txn_open {
+            let _ = self.producer.abort_transaction(TXN_TIMEOUT);
+            self.shared
+                .metrics
+                .transactions
+                .with_label_values(&["abort"])
+                .inc();
+            self.txn_open = false;
+        }
+        self.batch_events = 0;
+    }
+
+    /// After a failed commit: reload every owned partition from the committed state and
+    /// rewind the consumer to the committed offsets, so nothing is lost or doubled.
+    pub fn rewind<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+    ) -> Result<(), KafkaError> {
+        self.abort();
+        let owned: Vec<i32> = self.parts.keys().copied().collect();
+        let mut tpl = TopicPartitionList::new();
+        for p in &owned {
+            tpl.add_partition(&self.cfg.kafka.events_topic, *p);
+        }
+        let committed = consumer.committed_offsets(tpl, Duration::from_secs(10))?;
+        for p in owned {
+            self.parts.remove(&p);
+            self.restore(p)?;
+        }
+        let mut seek = TopicPartitionList::new();
+        for e in committed.elements() {
+            let offset = match e.offset() {
+                Offset::Offset(o) => Offset::Offset(o),
+                _ => Offset::Beginning,
+            };
+            seek.add_partition_offset(e.topic(), e.partition(), offset)?;
+        }
+        consumer.seek_partitions(seek, Duration::from_secs(10))?;
+        Ok(())
+    }
+}
+
+fn record_stat_deltas(shared: &Shared, before: &EngineStats, after: &EngineStats) {
+    let m = &shared.metrics;
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    m.session_evictions
+        .with_label_values(&["ttl"])
+        .inc_by(d(before.evicted_ttl, after.evicted_ttl));
+    m.session_evictions
+        .with_label_values(&["capacity"])
+        .inc_by(d(before.evicted_capacity, after.evicted_capacity));
+    m.session_evictions
+        .with_label_values(&["session_end"])
+        .inc_by(d(before.sessions_ended, after.sessions_ended));
+    m.escalations_given_up
+        .inc_by(d(before.escalations_given_up, after.escalations_given_up));
+}
+
+/// Sends one record, waiting for queue space rather than dropping it.
+fn send(
+    producer: &BaseProducer,
+    topic: &str,
+    partition: i32,
+    key: &[u8],
+    payload: Option<&[u8]>,
+    headers: Option<OwnedHeaders>,
+) -> Result<(), KafkaError> {
+    let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
+    if partition >= 0 {
+        record = record.partition(partition);
+    }
+    if let Some(p) = payload {
+        record = record.payload(p);
+    }
+    if let Some(h) = headers {
+        record = record.headers(h);
+    }
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((
+                KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                r,
+            )) => {
+                producer.poll(Duration::from_millis(50));
+                record = r;
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+/// The guard's own clock, for `emitted_at` and latency only (never for detection).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,752 @@
+//! Properties the engine must always keep (proptest): no panic on any input, the same
+//! verdicts on every replay, the same findings whatever the chunking of streamed text, the
+//! same verdicts across a snapshot/restore hand-over, and bounded memory. Case counts are
+//! tuned so this file runs in a few seconds in a debug build; failing cases are persisted
+//! under `proptest-regressions/` (commit them).
+mod common;
+
+use common::Script;
+use loopguard::engine::event::{Body, Effect, Event, Evidence, Meta, ToolStatus};
+use loopguard::engine::policy::PolicySet;
+use loopguard::engine::verdict::{Action, Rule, Verdict};
+use loopguard::engine::{Engine, Limits};
+use proptest::prelude::*;
+use proptest::sample::select;
+use serde_json::{json, Value};
+
+const T0: i64 = 1_767_225_600_000;
+
+const SESSIONS: &[&str] = &["s0", "s1", "s2", "会话-3", "s4"];
+const TOOLS: &[&str] = &[
+    "read_file",
+    "bash",
+    "grep",
+    "edit_file",
+    "web_search",
+    "portfolio",
+    "check_background_tasks",
+];
+/// Text pieces: English, CJK, punctuation, emoji, whitespace; few enough that repeats happen.
+const FRAGMENTS: &[&str] = &[
+    "Let me check the file. ",
+    "Wait, ",
+    "that is wrong",
+    " again",
+    "继续分析！",
+    "我们需要检查配置",
+    "我有什么持仓",
+    "，",
+    "。",
+    "？",
+    "...",
+    "\n",
+    " ",
+    "ok",
+    "🙂",
+    "x = f(y);",
+    "The same sentence once more. ",
+    "é",
+];
+
+/// The global policy (defaults) with two overrides: tenant `acme` gets small limits so
+/// budgets, time limits and text-tail eviction are reached by short cases; tenant `beta`
+/// only a short text tail.
+fn policies() -> PolicySet {
+    PolicySet::compile(&json!({
+        "overrides": [
+            {"tenant": "acme", "set": {
+                "tool": {"window": 4, "repeat_threshold": 2, "fuzzy_min_chars": 20},
+                "budget": {"max_tool_rounds": 4, "slow_after_secs": 30, "slow_min_rounds": 2,
+                           "slow_quiet_rounds": 1, "churn_compactions": 1},
+                "progress": {"no_progress_rounds": 1, "discovery_rounds": 2},
+                "reasoning": {"tail_chars": 400, "reasoning_char_limit": 300,
+                              "max_reasoning_secs": 5, "max_total_secs": 10, "max_retries": 1},
+                "expect": {"max_retries": 1}
+            }},
+            {"tenant": "beta", "set": {"reasoning": {"tail_chars": 400}}}
+        ]
+    }))
+    .expect("test policy is valid")
+}
+
+/// Small limits: a 15-minute TTL, 3 sessions, 256-byte texts, 8 remembered ids.
+const SMALL: Limits = Limits {
+    session_ttl_ms: 900_000,
+    max_sessions: 3,
+    max_text_bytes: 256,
+    dedup_ids: 8,
+};
+
+fn limits(small: bool) -> Limits {
+    if small {
+        SMALL
+    } else {
+        Limits::default()
+    }
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(select(FRAGMENTS), 0..12).prop_map(|v| v.concat())
+}
+
+fn name(from: &'static [&'static str]) -> impl Strategy<Value = String> {
+    select(from).prop_map(String::from)
+}
+
+fn args() -> impl Strategy<Value = Value> {
+    let path = select(&["a.rs", "src/lib.rs", "/w/x", "b"][..]);
+    prop_oneof![
+        path.clone().prop_map(|p| json!({"path": p})),
+        (path, 0..3i64).prop_map(|(p, o)| json!({"path": p, "offset": o * 100})),
+        select(
+            &[
+                "cargo build",
+                "ls -l /w/src",
+                "git status -sb",
+                "cat /w/x | head"
+            ][..]
+        )
+        .prop_map(|c| json!({"cmd": c, "cwd": "/w"})),
+        (
+            select(&["loop guard design", "loop guard designs", "kafka"][..]),
+            0..3u8
+        )
+            .prop_map(
+                |(q, n)| json!({"query": format!("{q}, with a tail long enough for fuzzy matching"),
+                            "request_id": n})
+            ),
+        select(&["view", "diagnose"][..]).prop_map(|m| json!({"mode": m})),
+        Just(json!({})),
+        Just(Value::Null),
+        Just(json!([1, "two", {"three": 3.5}])),
+    ]
+}
+
+fn evidence() -> impl Strategy<Value = Option<Evidence>> {
+    let pick = |xs: &'static [&'static str]| prop::option::of(name(xs));
+    let effect = select(
+        &[
+            Effect::Mutation,
+            Effect::Read,
+            Effect::None,
+            Effect::Unknown,
+        ][..],
+    );
+    prop::option::of(
+        (
+            prop::option::of(effect),
+            pick(&["a.rs", "b.rs"]),
+            pick(&["h1", "h2"]),
+            pick(&["h1", "h2"]),
+            prop::option::of((0..3i64, 0..3i64).prop_map(|(a, b)| [a * 50, a * 50 + b * 50])),
+            pick(&["o1", "o2"]),
+            prop::option::of(any::<bool>()),
+        )
+            .prop_map(
+                |(effect, resource, before, after, range, output, new_info)| Evidence {
+                    effect,
+                    resource,
+                    state_before: before,
+                    state_after: after,
+                    read_range: range,
+                    output_hash: output,
+                    new_info,
+                },
+            ),
+    )
+}
+
+fn body() -> impl Strategy<Value = Body> {
+    let turn = || name(&["t0", "t1", "t2"]);
+    let call = || name(&["c0", "c1", "c2", "c3"]);
+    prop_oneof![
+        2 => text().prop_map(|text| Body::UserMessage { text }),
+        1 => (turn(), text()).prop_map(|(turn_id, text)| Body::AssistantMessage { turn_id, text }),
+        5 => (turn(), call(), name(TOOLS), args()).prop_map(|(turn_id, call_id, tool, args)| {
+            Body::ToolCall { turn_id, call_id, tool, args }
+        }),
+        5 => (call(), name(TOOLS), any::<bool>(), prop::option::of(name(&["boom", "ENOENT"])),
+              evidence())
+            .prop_map(|(call_id, tool, ok, error, evidence)| Body::ToolResult {
+                call_id,
+                tool,
+                status: if ok { ToolStatus::Ok } else { ToolStatus::Error },
+                error,
+                evidence,
+            }),
+        5 => (turn(), text(), any::<bool>())
+            .prop_map(|(turn_id, text, is_final)| Body::Reasoning { turn_id, text, is_final }),
+        2 => (turn(), text()).prop_map(|(turn_id, text)| Body::Content { turn_id, text }),
+        3 => turn().prop_map(|turn_id| Body::TurnEnd { turn_id }),
+        1 => Just(Body::Compaction),
+        1 => Just(Body::SessionEnd),
+        1 => name(&["telemetry", "x"]).prop_map(|kind| Body::Unknown { kind }),
+    ]
+}
+
+/// Time steps: mostly short, sometimes long pauses (past the small TTL), sometimes back.
+fn step() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        10 => 0..2_000i64,
+        3 => 2_000..90_000i64,
+        1 => 500_000..2_000_000i64,
+        2 => -60_000..0i64,
+    ]
+}
+
+type MetaParts = (String, u16, Option<String>, Option<String>, Option<String>);
+
+fn meta() -> impl Strategy<Value = MetaParts> {
+    (
+        name(SESSIONS),
+        0..300u16,
+        prop::option::of(name(&["acme", "beta", "gamma"])),
+        prop::option::of(name(&["coder"])),
+        prop::option::of(name(&["m1", "m2"])),
+    )
+}
+
+/// Valid events among a few sessions; event ids drawn from a small range so that producer
+/// retries (duplicates) happen.
+fn events(max: usize) -> impl Strategy<Value = Vec<Event>> {
+    prop::collection::vec((meta(), body(), step()), 1..max).prop_map(|items| {
+        let mut ts = T0;
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, ((session, id, tenant, agent, model), body, dt))| {
+                ts += dt;
+                let meta = Meta {
+                    event_id: format!("e{id}"),
+                    session_id: session,
+                    ts_ms: ts,
+                    seq: Some(i as u64),
+                    tenant,
+                    agent,
+                    model,
+                };
+                Event { meta, body }
+            })
+            .collect()
+    })
+}
+
+fn engine(small: bool) -> Engine {
+    Engine::new(policies(), limits(small))
+}
+
+fn replay(events: &[Event], small: bool) -> Vec<Verdict> {
+    let mut engine = engine(small);
+    let mut out = Vec::new();
+    for e in events {
+        engine.handle_event(e.clone(), &mut out);
+    }
+    out
+}
+
+fn to_json(v: &[Verdict]) -> String {
+    serde_json::to_string(v).expect("verdicts serialize")
+}
+
+// ---- (a) no panic on arbitrary input -------------------------------------------------
+
+/// A JSON value of any shape, for replacing wire fields.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        (-5i64..5).prop_map(Value::from),
+        (T0 - 10_000_000..T0 + 10_000_000).prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        name(&[
+            "1",
+            "",
+            "tool_call",
+            "reasoning",
+            "error",
+            "ok",
+            "read",
+            "mutation"
+        ])
+        .prop_map(Value::from),
+        name(&[
+            "2026-01-01T00:00:01Z",
+            "2026-01-01T00:00:01+08:00",
+            "yesterday"
+        ])
+        .prop_map(Value::from),
+        text().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(
+                name(&["effect", "resource", "new_info", "read_range", "path"]),
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+const WIRE_FIELDS: &[&str] = &[
+    "v",
+    "event_id",
+    "session_id",
+    "ts",
+    "type",
+    "turn_id",
+    "seq",
+    "tenant",
+    "agent",
+    "model",
+    "text",
+    "call_id",
+    "tool",
+    "args",
+    "status",
+    "error",
+    "evidence",
+    "final",
+];
+
+/// A valid event's wire form with some fields replaced or removed, and sometimes cut short
+/// or with one byte changed: mostly still JSON, often still decodable.
+fn mangled(ts: impl Strategy<Value = Value>) -> impl Strategy<Value = Vec<u8>> {
+    let edit = (
+        select(WIRE_FIELDS),
+        prop::option::of(prop_oneof![any_json(), ts]),
+    );
+    (
+        events(2),
+        prop::collection::vec(edit, 0..4),
+        prop::option::of((any::<prop::sample::Index>(), any::<u8>(), any::<bool>())),
+    )
+        .prop_map(|(events, edits, damage)| {
+            let mut wire = events[0].to_wire();
+            let obj = wire.as_object_mut().expect("wire form is an object");
+            for (field, value) in edits {
+                match value {
+                    Some(v) => obj.insert(field.to_string(), v),
+                    None => obj.remove(field),
+                };
+            }
+            let mut bytes = serde_json::to_vec(&wire).expect("serializes");
+            if let Some((at, byte, cut)) = damage {
+                let i = at.index(bytes.len());
+                if cut {
+                    bytes.truncate(i);
+                } else {
+                    bytes[i] = byte;
+                }
+            }
+            bytes
+        })
+}
+
+fn sane_ts() -> impl Strategy<Value = Value> + Clone {
+    prop_oneof![
+        (T0 - 100_000_000..T0 + 100_000_000).prop_map(Value::from),
+        (-1_000_000_000_000i64..1_000_000_000_000).prop_map(Value::from),
+    ]
+}
+
+fn decode_and_handle(inputs: &[Vec<u8>], small: bool) {
+    let mut engine = engine(small);
+    let mut out = Vec::new();
+    for bytes in inputs {
+        if let Ok(event) = Event::decode(bytes) {
+            engine.handle_event(event, &mut out);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        inputs in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..200), 1..8),
+        small in any::<bool>(),
+    ) {
+        decode_and_handle(&inputs, small);
+    }
+
+    #[test]
+    fn mangled_wire_events_never_panic(
+        inputs in prop::collection::vec(mangled(sane_ts()), 1..30),
+        small in any::<bool>(),
+    ) {
+        decode_and_handle(&inputs, small);
+    }
+}
+
+// ---- (b) no panic on valid events, (c) replay twice, (e) snapshot/restore -------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn valid_events_never_panic_and_replay_identically(
+        events in events(120),
+        small in any::<bool>(),
+    ) {
+        let first = replay(&events, small);
+        let second = replay(&events, small);
+        prop_assert_eq!(to_json(&first), to_json(&second));
+    }
+
+    #[test]
+    fn snapshot_and_restore_change_nothing(
+        events in events(120),
+        cut in any::<prop::sample::Index>(),
+        small in any::<bool>(),
+    ) {
+        let cut = cut.index(events.len() + 1);
+        let whole = replay(&events, small);
+
+        let mut before = engine(small);
+        let mut out = Vec::new();
+        for e in &events[..cut] {
+            before.handle_event(e.clone(), &mut out);
+        }
+        let mut after = engine(small);
+        for id in before.session_ids() {
+            let bytes = before.snapshot(&id).expect("a listed session has a snapshot");
+            after.restore(&id, &bytes).expect("a snapshot restores");
+        }
+        prop_assert_eq!(before.session_ids(), after.session_ids());
+        for e in &events[cut..] {
+            after.handle_event(e.clone(), &mut out);
+        }
+        prop_assert_eq!(to_json(&whole), to_json(&out));
+    }
+}
+
+// ---- (d) chunking invariance ---------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Piece {
+    Add(&'static str),
+    /// Repeat the last `n` pieces `times` more times (a loop).
+    Repeat(usize, usize),
+}
+
+/// Reasoning text with loops in it, at most ~6000 chars (below the overflow limit).
+fn reasoning_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        4 => select(FRAGMENTS).prop_map(Piece::Add),
+        1 => (1..8usize, 1..4usize).prop_map(|(n, t)| Piece::Repeat(n, t)),
+    ];
+    prop::collection::vec(piece, 0..120).prop_map(|pieces| {
+        let mut parts: Vec<&'static str> = Vec::new();
+        for p in pieces {
+            match p {
+                Piece::Add(s) => parts.push(s),
+                Piece::Repeat(n, times) => {
+                    let tail: Vec<_> = parts[parts.len().saturating_sub(n)..].to_vec();
+                    for _ in 0..times {
+                        parts.extend_from_slice(&tail);
+                    }
+                }
+            }
+            if parts.iter().map(|s| s.chars().count()).sum::<usize>() > 6000 {
+                break;
+            }
+        }
+        parts.concat()
+    })
+}
+
+fn reasoning_events(text: &str, sizes: &[usize], tenant: Option<&str>) -> Vec<Event> {
+    let mut out = Vec::new();
+    let mut push = |body: Body| {
+        let n = out.len() as i64;
+        out.push(Event {
+            meta: Meta {
+                event_id: format!("e{n}"),
+                session_id: "r".into(),
+                ts_ms: T0 + n,
+                seq: None,
+                tenant: tenant.map(String::from),
+                agent: None,
+                model: None,
+            },
+            body,
+        });
+    };
+    push(Body::UserMessage {
+        text: "why is the build slow?".into(),
+    });
+    let turn = || "t1".to_string();
+    if sizes.is_empty() {
+        push(Body::Reasoning {
+            turn_id: turn(),
+            text: text.into(),
+            is_final: true,
+        });
+    } else {
+        let chars: Vec<char> = text.chars().collect();
+        let (mut at, mut i) = (0, 0);
+        while at < chars.len() {
+            let end = (at + sizes[i % sizes.len()]).min(chars.len());
+            let chunk: String = chars[at..end].iter().collect();
+            push(Body::Reasoning {
+                turn_id: turn(),
+                text: chunk,
+                is_final: end == chars.len(),
+            });
+            at = end;
+            i += 1;
+        }
+    }
+    push(Body::TurnEnd { turn_id: turn() });
+    out
+}
+
+fn findings(v: &[Verdict]) -> Vec<(Rule, Action, u32)> {
+    v.iter().map(|v| (v.rule, v.action, v.attempt)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn chunking_does_not_change_findings(
+        text in reasoning_text(),
+        sizes in prop::collection::vec(1..48usize, 1..16),
+        tenant in prop::option::of(Just("beta")),
+    ) {
+        let whole = replay(&reasoning_events(&text, &[], tenant), false);
+        let streamed = replay(&reasoning_events(&text, &sizes, tenant), false);
+        prop_assert_eq!(findings(&whole), findings(&streamed));
+    }
+}
+
+// ---- (f) bounded memory ----------------------------------------------------------------
+
+/// Sessions kept may exceed `max_sessions` by at most this much at any time.
+const SESSION_SLACK: usize = 4;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4))]
+
+    #[test]
+    fn session_count_stays_bounded(
+        ops in prop::collection::vec((0..3000u32, 0..6u8, 0..3_000i64), 3000..4000),
+    ) {
+        let cap = 50;
+        let mut engine = Engine::new(PolicySet::default(), Limits { max_sessions: cap, ..Limits::default() });
+        let mut out = Vec::new();
+        let mut ts = T0;
+        for (n, (session, kind, dt)) in ops.into_iter().enumerate() {
+            ts += dt;
+            let turn_id = format!("t{}", n % 3);
+            let body = match kind {
+                0 => Body::UserMessage { text: "fix the build".into() },
+                1 => Body::ToolCall { turn_id, call_id: format!("c{n}"), tool: "bash".into(), args: json!({"cmd": "cargo build"}) },
+                2 => Body::ToolResult { call_id: format!("c{}", n.saturating_sub(1)), tool: "bash".into(), status: ToolStatus::Ok, error: None, evidence: None },
+                3 => Body::Reasoning { turn_id, text: "thinking about the build. ".into(), is_final: false },
+                4 => Body::TurnEnd { turn_id },
+                _ => Body::SessionEnd,
+            };
+            let meta = Meta {
+                event_id: format!("e{n}"),
+                session_id: format!("session-{session}"),
+                ts_ms: ts,
+                seq: None,
+                tenant: None,
+                agent: None,
+                model: None,
+            };
+            engine.handle_event(Event { meta, body }, &mut out);
+            prop_assert!(engine.session_count() <= cap + SESSION_SLACK, "{} sessions", engine.session_count());
+            out.clear();
+        }
+    }
+}
+
+/// Varied, loop-free text: a deterministic word salad with numbers (xorshift).
+fn healthy_text(seed: u64, chars: usize) -> String {
+    const WORDS: &[&str] = &[
+        "the",
+        "build",
+        "fails",
+        "because",
+        "linker",
+        "cannot",
+        "find",
+        "symbol",
+        "maybe",
+        "cache",
+        "stale",
+        "check",
+        "config",
+        "path",
+        "module",
+        "test",
+        "再",
+        "看看",
+        "配置",
+        "文件",
+        "里面",
+        "的",
+        "路径",
+        "是否",
+        "正确",
+        "then",
+        "compare",
+        "output",
+        "with",
+        "expected",
+        "value",
+        "line",
+        "error",
+        "warning",
+        "version",
+        "dependency",
+    ];
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut s = String::new();
+    while s.chars().count() < chars {
+        let words = 4 + next() % 10;
+        for i in 0..words {
+            if i > 0 {
+                s.push(' ');
+            }
+            s.push_str(WORDS[(next() % WORDS.len() as u64) as usize]);
+            if next() % 5 == 0 {
+                s.push_str(&(next() % 10_000).to_string());
+            }
+        }
+        s.push_str(if next() % 3 == 0 { "。" } else { ". " });
+    }
+    s
+}
+
+#[test]
+fn one_session_stays_small_whatever_it_is_fed() {
+    const BOUND: usize = 1 << 20;
+    let mut engine = Engine::new(PolicySet::default(), Limits::default());
+    let mut out = Vec::new();
+    let mut s = Script::new("big");
+    s.user("explain the failure");
+    s.new_turn();
+    // 1 MB of reasoning in one response, 4 KB per event, healthy text with loops mixed in.
+    let healthy: Vec<char> = healthy_text(7, 1 << 20).chars().collect();
+    let mut fed = 0;
+    for (i, chunk) in healthy.chunks(4096).enumerate() {
+        let chunk: String = chunk.iter().collect();
+        if i % 16 == 15 {
+            s.reasoning(&"继续分析！".repeat(40));
+        }
+        s.reasoning(&chunk);
+        fed += chunk.len();
+    }
+    assert!(fed >= 1 << 20);
+    // Visible content and many tool calls with large arguments, never answered.
+    for i in 0..300 {
+        s.content(&healthy_text(100 + i, 900));
+    }
+    for i in 0..2000 {
+        s.call(
+            "bash",
+            json!({"cmd": format!("run {i} {}", "x".repeat(400))}),
+        );
+    }
+    let mut peak = 0;
+    for e in s.events.drain(..) {
+        let e_kind = e.body.kind().to_string();
+        engine.handle_event(e, &mut out);
+        let b = engine.session_bytes("big").expect("session kept");
+        if b > peak {
+            eprintln!(
+                "{} {:?} {b}",
+                e_kind,
+                engine.summary("big").map(|s| s.turn_reasoning_chars)
+            );
+        }
+        peak = peak.max(b);
+        out.clear();
+    }
+    assert!(peak < BOUND, "peak {peak} bytes");
+}
+
+fn at(session: &str, id: &str, ts: i64, body: Body) -> Event {
+    Event {
+        meta: Meta {
+            event_id: id.into(),
+            session_id: session.into(),
+            ts_ms: ts,
+            seq: None,
+            tenant: None,
+            agent: None,
+            model: None,
+        },
+        body,
+    }
+}
+
+fn bash(turn: &str, call: &str) -> Body {
+    Body::ToolCall {
+        turn_id: turn.into(),
+        call_id: call.into(),
+        tool: "bash".into(),
+        args: json!({"cmd": "cargo build"}),
+    }
+}
+
+#[test]
+fn repro_restore_sweep() {
+    let limits = SMALL;
+    let evs = vec![
+        at("x", "x1", T0, bash("t1", "c1")),
+        at("x", "x2", T0 + 10, bash("t2", "c2")),
+        at("y", "y1", T0 + 899_000, Body::Compaction),
+        at("y", "y2", T0 + 930_000, Body::Compaction),
+        at("y", "y3", T0 + 930_001, Body::Compaction),
+        at("x", "x3", T0 + 899_000, bash("t3", "c3")),
+    ];
+    let run = |cut: usize| {
+        let mut a = Engine::new(PolicySet::default(), limits);
+        let mut out = Vec::new();
+        for e in &evs[..cut] {
+            a.handle_event(e.clone(), &mut out);
+        }
+        let mut b = Engine::new(PolicySet::default(), limits);
+        for id in a.session_ids() {
+            b.restore(&id, &a.snapshot(&id).unwrap()).unwrap();
+        }
+        for e in &evs[cut..] {
+            b.handle_event(e.clone(), &mut out);
+        }
+        out.iter()
+            .map(|v| (v.rule, v.event_id.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(evs.len()), run(4));
+}
+
+#[test]
+fn repro_extreme_ts() {
+    let mut e = Engine::new(PolicySet::default(), Limits::default());
+    let mut out = Vec::new();
+    for (id, ts) in [("a", i64::MIN), ("b", i64::MAX)] {
+        let ev = Event::decode(
+            format!(
+                r#"{{"v":1,"event_id":"{id}","session_id":"s","ts":{ts},"type":"compaction"}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        e.handle_event(ev, &mut out);
+    }
+}
