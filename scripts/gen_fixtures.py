@@ -386,7 +386,7 @@ def no_change():
 def no_progress():
     s = Session("no-progress", who=WHO)
     s.user("Find where the session token is refreshed.")
-    for i, q in enumerate(["refresh_token", "refreshToken", "token refresh", "renew session"]):
+    for q in ["refresh_token", "refreshToken", "token refresh", "renew session"]:
         s.round("search", {"query": q, "path": "src/"}, evidence=read(new_info=False))
     return s.lines()
 

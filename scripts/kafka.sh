@@ -91,6 +91,8 @@ offsets.topic.replication.factor=1
 offsets.topic.num.partitions=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
+# Abort a crashed producer's transaction soon after it times out (tests kill -9 instances).
+transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
 transaction.state.log.num.partitions=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=${KAFKA_AUTO_CREATE_TOPICS:-false}

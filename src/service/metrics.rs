@@ -142,8 +142,22 @@ impl Metrics {
             registry,
             labels,
         };
-        for t in EVENT_TYPES {
+        // Every series a dashboard or alert reads exists from the start (at 0).
+        for t in EVENT_TYPES.iter().chain(["unknown"].iter()) {
             m.events_consumed.with_label_values(&[t]);
+        }
+        for reason in crate::engine::event::DecodeError::REASONS {
+            m.events_malformed.with_label_values(&[reason]);
+            m.dead_letter.with_label_values(&[reason]);
+        }
+        for rule in Rule::ALL {
+            for action in crate::engine::verdict::Action::ALL {
+                m.verdicts
+                    .with_label_values(&[rule.as_str(), action.as_str()]);
+            }
+            if m.labels.tenant.is_none() && m.labels.model.is_none() {
+                m.loops.with_label_values(&[rule.as_str()]);
+            }
         }
         for outcome in ["commit", "abort"] {
             m.transactions.with_label_values(&[outcome]);

@@ -40,7 +40,9 @@ pub fn run_consumer(
     if cfg.kafka.delivery == crate::config::Delivery::ExactlyOnce {
         producer.init_transactions(Duration::from_secs(30))?;
     }
-    let reader = state::StateReader::new(kafka::state_reader_config(&cfg).create()?);
+    let reader = state::StateReader::new(
+        kafka::state_reader_config(&cfg).create_with_context(state::QuietEof)?,
+    );
     let worker = Worker::new(cfg.clone(), shared.clone(), producer, reader);
     let context = GuardContext::new(worker, shared.clone(), cfg.kafka.events_topic.clone());
     let consumer: BaseConsumer<GuardContext> =

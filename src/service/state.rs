@@ -10,14 +10,27 @@ use std::time::{Duration, Instant};
 
 /// The group-less consumer used for restores.
 pub struct StateReader {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<QuietEof>,
 }
 
 impl StateReader {
-    pub fn new(consumer: BaseConsumer) -> Self {
+    pub fn new(consumer: BaseConsumer<QuietEof>) -> Self {
         StateReader { consumer }
     }
 }
+
+/// Client context that does not log the partition-end events restores wait for.
+pub struct QuietEof;
+
+impl rdkafka::ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::error!(error = %error, reason, "state reader");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for QuietEof {}
 
 /// Longest a restore may take before the instance gives up (and is restarted).
 const RESTORE_LIMIT: Duration = Duration::from_secs(600);
@@ -39,6 +52,10 @@ pub fn restore_partition(
     tpl.add_partition_offset(topic, partition, Offset::Beginning)?;
     c.assign(&tpl)?;
     let started = Instant::now();
+    // Read up to the high watermark taken above, not just to the first partition end: with
+    // read_committed the end is the last stable offset, and a transaction that the previous
+    // owner just committed may not have its markers written yet. Waiting for the position to
+    // pass the high watermark means every transaction started before is decided.
     loop {
         if started.elapsed() > RESTORE_LIMIT {
             c.unassign()?;
@@ -46,7 +63,7 @@ pub fn restore_partition(
                 rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
             ));
         }
-        match c.poll(Duration::from_millis(500)) {
+        match c.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
                 let Some(key) = m.key().map(|k| String::from_utf8_lossy(k).into_owned()) else {
                     continue;
@@ -69,12 +86,23 @@ pub fn restore_partition(
                     break;
                 }
             }
-            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(KafkaError::PartitionEOF(_))) | None => {
+                let position = c
+                    .position()?
+                    .elements()
+                    .first()
+                    .and_then(|e| match e.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    });
+                if position.is_some_and(|p| p >= high) {
+                    break;
+                }
+            }
             Some(Err(e)) => {
                 c.unassign()?;
                 return Err(e);
             }
-            None => {}
         }
     }
     c.unassign()?;

@@ -181,6 +181,12 @@ impl Worker {
         self.shared
             .partitions
             .insert(partition, PartitionStatus::Active);
+        // The lag series exists from the assignment on; statistics update it every 5 s.
+        self.shared
+            .metrics
+            .consumer_lag
+            .with_label_values(&[&partition.to_string()])
+            .set(0);
         self.shared
             .metrics
             .state_restore

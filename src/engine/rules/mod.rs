@@ -120,7 +120,23 @@ impl SessionState {
     }
 
     /// Runs every rule concerned by `event`.
-    pub fn step(&mut self, event: &Event, cx: &mut Cx) -> StepReport {
+    pub fn step(&mut self, event: &Event, outer: &mut Cx) -> StepReport {
+        // A tool result belongs to the response that made the call.
+        let call_turn = match &event.body {
+            Body::ToolResult { call_id, .. } => self
+                .request
+                .pending
+                .iter()
+                .find(|p| &p.call_id == call_id)
+                .map(|p| p.turn_id.clone()),
+            _ => None,
+        };
+        let cx = &mut Cx {
+            policy: outer.policy,
+            meta: outer.meta,
+            turn_id: call_turn.as_deref().or(outer.turn_id),
+            out: &mut *outer.out,
+        };
         let ts = event.meta.ts_ms;
         let mut report = StepReport::default();
         self.last_ms = ts;
@@ -288,19 +304,12 @@ impl SessionState {
             req.window.record_output(call_id, hash64(out.as_bytes()));
         }
         let Some(pending) = pending else { return };
-        let turn_id = pending.turn_id.clone();
-        let mut cx = Cx {
-            policy: cx.policy,
-            meta: cx.meta,
-            turn_id: Some(&turn_id),
-            out: &mut *cx.out,
-        };
         if !pending.exempt {
             let err = (*status == super::event::ToolStatus::Error)
                 .then(|| error.as_deref().unwrap_or(""));
-            req.errors.on_result(tool, err, &mut cx);
+            req.errors.on_result(tool, err, cx);
             req.no_change
-                .on_result(pending.sig, tool, pending.round, outcome, &mut cx);
+                .on_result(pending.sig, tool, pending.round, outcome, cx);
         }
         let is_read = evidence.as_ref().and_then(|e| e.effect) == Some(Effect::Read);
         let Some(open) = req.open_round.as_mut().filter(|r| r.index == pending.round) else {
@@ -311,7 +320,7 @@ impl SessionState {
         }
         open.add(outcome);
         if open.complete() {
-            self.close_round(&mut cx);
+            self.close_round(cx);
         }
     }
 
