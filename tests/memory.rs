@@ -132,6 +132,9 @@ impl Feed {
 
 const SESSIONS: usize = 200;
 
+/// A named way to bring a session into a state.
+type State<'a> = (&'static str, Box<dyn Fn(&mut Feed) + 'a>);
+
 /// Builds `SESSIONS` sessions in one state; returns (estimate, real heap, snapshot) per session.
 fn measure(state: &dyn Fn(&mut Feed)) -> (usize, usize, usize) {
     let feeds: Vec<Feed> = (0..SESSIONS)
@@ -177,7 +180,7 @@ fn measure(state: &dyn Fn(&mut Feed)) -> (usize, usize, usize) {
 #[ignore = "a measurement for docs/benchmarks.md, not a check"]
 fn bytes_per_session() {
     let text = workloads::healthy_text(&mut StdRng::seed_from_u64(3), 24_000);
-    let states: [(&str, Box<dyn Fn(&mut Feed)>); 4] = [
+    let states: [State; 4] = [
         (
             "idle after a short request",
             Box::new(|f| f.short_request()),
