@@ -8,6 +8,8 @@ use thiserror::Error;
 /// Limits on identifiers (contract v1).
 pub const MAX_EVENT_ID_CHARS: usize = 128;
 pub const MAX_SESSION_ID_CHARS: usize = 256;
+/// Latest event time accepted: 9999-12-31T23:59:59.999Z (keeps time arithmetic in range).
+pub const MAX_TS_MS: i64 = 253_402_300_799_999;
 
 /// Why an event could not be read. Each variant has a short, stable `reason()` used as a
 /// metric label and as the dead-letter header.
@@ -410,10 +412,17 @@ fn parse_ts(ts: Value) -> Result<i64, DecodeError> {
     match ts {
         Value::Number(n) => n
             .as_i64()
-            .ok_or_else(|| bad(format!("{n} is not integer epoch milliseconds"))),
-        Value::String(s) => chrono::DateTime::parse_from_rfc3339(&s)
-            .map(|t| t.timestamp_millis())
-            .map_err(|e| bad(format!("`{s}` is not RFC 3339: {e}"))),
+            .filter(|ms| (0..=MAX_TS_MS).contains(ms))
+            .ok_or_else(|| {
+                bad(format!(
+                    "{n} is not epoch milliseconds between 1970 and 9999"
+                ))
+            }),
+        Value::String(s) => match chrono::DateTime::parse_from_rfc3339(&s) {
+            Ok(t) if (0..=MAX_TS_MS).contains(&t.timestamp_millis()) => Ok(t.timestamp_millis()),
+            Ok(_) => Err(bad(format!("`{s}` is before 1970"))),
+            Err(e) => Err(bad(format!("`{s}` is not RFC 3339: {e}"))),
+        },
         other => Err(bad(format!(
             "{other} is neither RFC 3339 text nor epoch milliseconds"
         ))),

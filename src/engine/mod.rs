@@ -132,7 +132,7 @@ impl Engine {
         }
         let ttl = self.limits.session_ttl_ms;
         if let Some(slot) = self.sessions.get(id) {
-            if ts - slot.state.last_ms > ttl {
+            if ts.saturating_sub(slot.state.last_ms) > ttl {
                 self.sessions.remove(id);
                 self.stats.evicted_ttl += 1;
             }
@@ -197,9 +197,12 @@ impl Engine {
 
     /// Forgets idle sessions (event time) and keeps the session count bounded.
     fn maintain(&mut self) {
-        if self.watermark.saturating_sub(self.last_sweep) >= SWEEP_EVERY_MS {
-            self.last_sweep = self.watermark;
-            let horizon = self.watermark - self.limits.session_ttl_ms;
+        // Sweeps happen when event time crosses a minute boundary, so an engine restored
+        // from handed-over state sweeps at the same events as the one it replaces.
+        let boundary = self.watermark.div_euclid(SWEEP_EVERY_MS);
+        if boundary > self.last_sweep {
+            self.last_sweep = boundary;
+            let horizon = self.watermark.saturating_sub(self.limits.session_ttl_ms);
             let mut idle: Vec<String> = self
                 .sessions
                 .iter()
@@ -259,6 +262,9 @@ impl Engine {
         let mut state: SessionState = serde_json::from_slice(bytes)?;
         state.rebuild();
         self.watermark = self.watermark.max(state.last_ms);
+        self.last_sweep = self
+            .last_sweep
+            .max(self.watermark.div_euclid(SWEEP_EVERY_MS));
         let policy = self
             .policies
             .resolve(state.tenant.as_deref(), state.agent.as_deref());

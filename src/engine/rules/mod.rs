@@ -215,7 +215,7 @@ impl SessionState {
             report.gave_up += turn.on_event(ts, cx);
         }
         if let Some(start) = self.request.started_ms {
-            self.request.budget.check_slow(ts - start, cx);
+            self.request.budget.check_slow(ts.saturating_sub(start), cx);
         }
         report
     }

@@ -38,7 +38,7 @@ impl Turn {
         self.reasoning_chars += chars;
         let r = &cx.policy.reasoning;
         let mut gave_up = 0;
-        let idle_ms = ts - from;
+        let idle_ms = ts.saturating_sub(from);
         if !self.saw_content
             && idle_ms > (r.max_reasoning_secs as i64) * 1000
             && !self.idle_fired
@@ -72,7 +72,7 @@ impl Turn {
     /// Any event of this response: checks its total duration.
     pub fn on_event(&mut self, ts: i64, cx: &mut Cx) -> u32 {
         let r = &cx.policy.reasoning;
-        let elapsed = ts - self.first_ms;
+        let elapsed = ts.saturating_sub(self.first_ms);
         if elapsed > (r.max_total_secs as i64) * 1000
             && !self.timeout_fired
             && cx.enabled(Rule::TurnTimeout)
