@@ -57,6 +57,13 @@ pub enum Mode {
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
+    /// Write `events` fleet events to stdout as JSONL (for `loopguard replay`).
+    Dump {
+        #[arg(long, default_value_t = 300_000)]
+        events: usize,
+        #[arg(long, default_value_t = 3000)]
+        sessions: usize,
+    },
     /// Read the whole events topic with a plain consumer; report its rate.
     RawConsume {
         #[arg(long, default_value_t = 300)]
@@ -153,6 +160,22 @@ pub async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
 
 fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
     match &args.mode {
+        Mode::Dump { events, sessions } => {
+            use std::io::Write;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let (mut n, mut round) = (0usize, 0u64);
+            while n < *events {
+                for e in fleet::fleet(*sessions, &format!("dump-{round}-"), 1_767_225_600_000, 10, round) {
+                    if n == *events {
+                        break;
+                    }
+                    serde_json::to_writer(&mut out, &e.to_wire())?;
+                    out.write_all(b"\n")?;
+                    n += 1;
+                }
+                round += 1;
+            }
+        }
         Mode::Preload { events, sessions } => {
             let (n, t) = produce(args, 0, *sessions, Some(*events), &AtomicBool::new(false))?;
             println!(

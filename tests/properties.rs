@@ -415,8 +415,8 @@ proptest! {
         prop_assert_eq!(to_json(&first), to_json(&second));
     }
 
-    /// Time only moves forward here: with out-of-order time a hand-over can change
-    /// verdicts (`known_bug_handover_with_out_of_order_time_changes_verdicts` below).
+    /// Time only moves forward here: with out-of-order time a hand-over can still change
+    /// verdicts (`known_bug_handover_after_the_sweeping_session_ended` below).
     #[test]
     fn snapshot_and_restore_change_nothing(
         events in events_with(120, true),
@@ -751,5 +751,51 @@ fn extreme_timestamps_are_rejected_or_saturate() {
             );
             engine.handle_event(at("s", &format!("c{n}"), ts, Body::Compaction), &mut out);
         }
+    }
+}
+
+/// `restore` sets the sweep minute from the newest restored session, but the engine that
+/// handed over may have swept in a later minute at an event of a session that then ended
+/// (or was evicted): the new engine sweeps once more in that minute, at the first event
+/// after the hand-over, and forgets `x`, which the old engine keeps until its late third
+/// call (within the TTL by its own time) is blocked. Handing over the engine's watermark or
+/// sweep minute with the sessions would close it.
+#[test]
+#[ignore = "engine bug: the sweep minute is taken from the sessions, not handed over"]
+fn known_bug_handover_after_the_sweeping_session_ended() {
+    let events = [
+        at("x", "x1", T0, cargo_build("t1", "c1")),
+        at("x", "x2", T0 + 10, cargo_build("t2", "c2")),
+        at("y", "y1", T0 + 899_000, Body::Compaction),
+        at("y", "y2", T0 + 900_005, Body::Compaction), // sweeps minute 15: x kept
+        at("y", "y3", T0 + 900_006, Body::SessionEnd), // cut after this
+        at("z", "z1", T0 + 900_020, Body::Compaction), // only the new engine sweeps: x gone
+        at("x", "x3", T0 + 900_009, cargo_build("t3", "c3")), // 899.999 s after x2
+    ];
+    let limits = Limits {
+        session_ttl_ms: 900_000,
+        ..Limits::default()
+    };
+    let run = |cut: usize| {
+        let mut before = Engine::new(PolicySet::default(), limits);
+        let mut out = Vec::new();
+        for e in &events[..cut] {
+            before.handle_event(e.clone(), &mut out);
+        }
+        let mut after = Engine::new(PolicySet::default(), limits);
+        for id in before.session_ids() {
+            after.restore(&id, &before.snapshot(&id).unwrap()).unwrap();
+        }
+        for e in &events[cut..] {
+            after.handle_event(e.clone(), &mut out);
+        }
+        findings(&out)
+    };
+    assert_eq!(
+        run(events.len()),
+        vec![(Rule::ExactRepeat, Action::Block, 1)]
+    );
+    for cut in 0..=events.len() {
+        assert_eq!(run(cut), run(events.len()), "cut at {cut}");
     }
 }

@@ -52,16 +52,28 @@ impl CallRecord {
 pub struct Field {
     pub key: u64,
     pub value: u64,
+    /// `key:canonical value`, the text the 3-grams come from (what is handed over).
+    pub text: String,
+    /// Derived from `text` (rebuilt after a hand-over, never serialized).
+    #[serde(skip)]
     pub grams: Vec<u64>,
+}
+
+impl Field {
+    pub fn rebuild(&mut self) {
+        self.grams = canon::trigrams(&self.text);
+    }
 }
 
 fn fields(args: &Value) -> Vec<Field> {
     let field = |key: &str, v: &Value| {
-        let text = canon::canonical(v);
+        let value = canon::canonical(v);
+        let text = format!("{key}:{value}");
         Field {
             key: canon::hash64(key.as_bytes()),
-            value: canon::hash64(text.as_bytes()),
-            grams: canon::trigrams(&format!("{key}:{text}")),
+            value: canon::hash64(value.as_bytes()),
+            grams: canon::trigrams(&text),
+            text,
         }
     };
     let mut out: Vec<Field> = match args {
@@ -140,6 +152,13 @@ impl CallWindow {
             .iter()
             .skip(skip)
             .take(len.saturating_sub(skip).saturating_sub(1))
+    }
+
+    /// Rebuilds derived 3-gram sets after a hand-over.
+    pub fn rebuild(&mut self) {
+        for f in self.calls.iter_mut().filter_map(|c| c.fields.as_mut()).flatten() {
+            f.rebuild();
+        }
     }
 
     pub fn newest(&self) -> Option<&CallRecord> {

@@ -340,6 +340,7 @@ impl SessionState {
 
     /// Rebuilds derived lookup tables after the state was deserialized.
     pub fn rebuild(&mut self) {
+        self.request.window.rebuild();
         self.request.text.rebuild();
     }
 
