@@ -89,53 +89,52 @@ fn produce(
     args: &LoadgenArgs,
     rate: u64,
     sessions: usize,
-    limit: Option<usize>,
+    limit: usize,
     stop: &AtomicBool,
 ) -> anyhow::Result<(usize, Duration)> {
     let producer: BaseProducer = client(&args.bootstrap_servers)
-        .set("linger.ms", "5")
+        .set("linger.ms", "1")
         .set("batch.num.messages", "10000")
         .set("queue.buffering.max.messages", "500000")
         .create()?;
+    // Generate everything before the clock starts: generating a round mid-run would stall
+    // the sender and then release a burst, which measures queueing, not the guard.
+    let mut events = Vec::with_capacity(limit);
+    let mut round = 0u64;
+    while events.len() < limit {
+        let prefix = format!("lg{}-{round}-", std::process::id());
+        events.extend(fleet::fleet(sessions, &prefix, now_ms(), 0, round));
+        round += 1;
+    }
+    events.truncate(limit);
     let started = Instant::now();
     let mut sent = 0usize;
-    let mut round = 0u64;
-    'outer: while !stop.load(Ordering::Acquire) {
-        let events = fleet::fleet(
-            sessions,
-            &format!("lg{}-{round}-", std::process::id()),
-            now_ms(),
-            0,
-            round,
-        );
-        for mut e in events {
-            if stop.load(Ordering::Acquire) || limit.is_some_and(|l| sent >= l) {
-                break 'outer;
-            }
-            if rate > 0 {
-                let due = started + Duration::from_secs_f64(sent as f64 / rate as f64);
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
-                }
-            }
-            e.meta.ts_ms = now_ms();
-            let payload = serde_json::to_vec(&e.to_wire())?;
-            let mut record = BaseRecord::to(&args.events_topic)
-                .key(e.meta.session_id.as_bytes())
-                .payload(&payload);
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((_, r)) => {
-                        producer.poll(Duration::from_millis(5));
-                        record = r;
-                    }
-                }
-            }
-            producer.poll(Duration::ZERO);
-            sent += 1;
+    for mut e in events {
+        if stop.load(Ordering::Acquire) {
+            break;
         }
-        round += 1;
+        if rate > 0 {
+            let due = started + Duration::from_secs_f64(sent as f64 / rate as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        e.meta.ts_ms = now_ms();
+        let payload = serde_json::to_vec(&e.to_wire())?;
+        let mut record = BaseRecord::to(&args.events_topic)
+            .key(e.meta.session_id.as_bytes())
+            .payload(&payload);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, r)) => {
+                    producer.poll(Duration::from_millis(5));
+                    record = r;
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        sent += 1;
     }
     producer.flush(Duration::from_secs(30))?;
     Ok((sent, started.elapsed()))
@@ -165,7 +164,13 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let (mut n, mut round) = (0usize, 0u64);
             while n < *events {
-                for e in fleet::fleet(*sessions, &format!("dump-{round}-"), 1_767_225_600_000, 10, round) {
+                for e in fleet::fleet(
+                    *sessions,
+                    &format!("dump-{round}-"),
+                    1_767_225_600_000,
+                    10,
+                    round,
+                ) {
                     if n == *events {
                         break;
                     }
@@ -177,7 +182,7 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             }
         }
         Mode::Preload { events, sessions } => {
-            let (n, t) = produce(args, 0, *sessions, Some(*events), &AtomicBool::new(false))?;
+            let (n, t) = produce(args, 0, *sessions, *events, &AtomicBool::new(false))?;
             println!(
                 "preload: {n} events in {:.2} s ({:.0} events/s)",
                 t.as_secs_f64(),
@@ -263,6 +268,9 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                     "group.id",
                     format!("loadgen-latency-{}", std::process::id()),
                 )
+                // read_committed fetches wake on new data, not on a commit marker: keep the
+                // broker long-poll short or a verdict can wait fetch.wait.max.ms (500 ms).
+                .set("fetch.wait.max.ms", "5")
                 .set("auto.offset.reset", "latest")
                 .set("enable.auto.commit", "false")
                 .set("isolation.level", "read_committed")
@@ -274,18 +282,26 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             }
             let producer = {
                 let stop = stop.clone();
-                let (rate, sessions) = (*rate, *sessions);
+                let (rate, sessions, duration) = (*rate, *sessions, *duration);
                 let args = LoadgenArgs {
                     bootstrap_servers: args.bootstrap_servers.clone(),
                     events_topic: args.events_topic.clone(),
                     verdicts_topic: args.verdicts_topic.clone(),
                     mode: Mode::RawConsume { timeout: 0 },
                 };
-                std::thread::spawn(move || produce(&args, rate, sessions, None, &stop))
+                std::thread::spawn(move || {
+                    produce(&args, rate, sessions, (rate * duration) as usize, &stop)
+                })
             };
             let mut hist = hdrhistogram::Histogram::<u64>::new(3)?;
-            let end = Instant::now() + Duration::from_secs(*duration);
-            while Instant::now() < end {
+            // Event time to the guard writing the verdict (before its commit).
+            let mut in_guard = hdrhistogram::Histogram::<u64>::new(3)?;
+            // Until the producer is done, then 2 s for the last verdicts.
+            let mut grace: Option<Instant> = None;
+            while grace.is_none_or(|g| Instant::now() < g) {
+                if grace.is_none() && producer.is_finished() {
+                    grace = Some(Instant::now() + Duration::from_secs(2));
+                }
                 if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
                     if let Some(v) = m
                         .payload()
@@ -293,6 +309,15 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                     {
                         if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&v.ts) {
                             hist.record((now_ms() - t.timestamp_millis()).max(0) as u64)?;
+                            let emitted = v
+                                .emitted_at
+                                .as_deref()
+                                .and_then(|e| chrono::DateTime::parse_from_rfc3339(e).ok());
+                            if let Some(e) = emitted {
+                                in_guard.record(
+                                    (e.timestamp_millis() - t.timestamp_millis()).max(0) as u64,
+                                )?;
+                            }
                         }
                     }
                 }
@@ -310,6 +335,13 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                 hist.value_at_quantile(0.9),
                 hist.value_at_quantile(0.99),
                 hist.max()
+            );
+            println!(
+                "latency: event-to-emitted (before the commit) ms p50 {} p90 {} p99 {} max {}",
+                in_guard.value_at_quantile(0.5),
+                in_guard.value_at_quantile(0.9),
+                in_guard.value_at_quantile(0.99),
+                in_guard.max()
             );
         }
     }

@@ -45,6 +45,7 @@ pub fn consumer_config(cfg: &Config) -> ClientConfig {
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
         .set("statistics.interval.ms", "5000")
+        .set("fetch.wait.max.ms", "10")
         .set(
             "queued.max.messages.kbytes",
             cfg.kafka.queue_max_kbytes.to_string(),
@@ -64,6 +65,7 @@ pub fn producer_config(cfg: &Config, instance: &str) -> ClientConfig {
     let mut c = base(cfg);
     c.set("enable.idempotence", "true")
         .set("linger.ms", "1")
+        .set("compression.type", "lz4")
         .set("queue.buffering.max.messages", "100000");
     if cfg.kafka.delivery == Delivery::ExactlyOnce {
         c.set(

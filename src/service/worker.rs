@@ -355,6 +355,9 @@ impl Worker {
             return Ok(());
         }
         self.begin()?;
+        let commit_started = Instant::now();
+        let batch_age = self.batch_started.elapsed();
+        let (events, mut states, mut state_bytes) = (self.batch_events, 0usize, 0usize);
         let mut offsets = TopicPartitionList::new();
         let topic = self.cfg.kafka.events_topic.clone();
         let state_topic = self.cfg.kafka.state_topic.clone();
@@ -362,6 +365,8 @@ impl Worker {
             let changes = part.engine.take_changes();
             for id in &changes.touched {
                 if let Some(bytes) = part.engine.snapshot(id) {
+                    states += 1;
+                    state_bytes += bytes.len();
                     send(
                         &self.producer,
                         &state_topic,
@@ -387,6 +392,7 @@ impl Worker {
             }
         }
         self.update_session_gauge();
+        let snapshots = commit_started.elapsed();
         let result = if self.eos() {
             let Some(meta) = consumer.group_metadata() else {
                 return Err(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State));
@@ -405,6 +411,15 @@ impl Worker {
         };
         self.txn_open = false;
         self.batch_events = 0;
+        tracing::debug!(
+            events,
+            states,
+            state_bytes,
+            batch_ms = batch_age.as_millis() as u64,
+            snapshot_ms = snapshots.as_millis() as u64,
+            commit_ms = (commit_started.elapsed() - snapshots).as_millis() as u64,
+            "batch committed"
+        );
         match result {
             Ok(()) => {
                 self.shared

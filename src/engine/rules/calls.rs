@@ -156,7 +156,12 @@ impl CallWindow {
 
     /// Rebuilds derived 3-gram sets after a hand-over.
     pub fn rebuild(&mut self) {
-        for f in self.calls.iter_mut().filter_map(|c| c.fields.as_mut()).flatten() {
+        for f in self
+            .calls
+            .iter_mut()
+            .filter_map(|c| c.fields.as_mut())
+            .flatten()
+        {
             f.rebuild();
         }
     }
