@@ -79,6 +79,14 @@ pub struct Changes {
 
 const SWEEP_EVERY_MS: i64 = 60_000;
 
+/// The engine's own event-time clock: what decides when idle sessions are swept. Handed
+/// over with the sessions, so a restored engine sweeps exactly when its predecessor would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Clock {
+    pub watermark: i64,
+    pub last_sweep: i64,
+}
+
 impl Engine {
     pub fn new(policies: PolicySet, limits: Limits) -> Self {
         Engine {
@@ -255,6 +263,19 @@ impl Engine {
         self.sessions
             .get(session_id)
             .and_then(|s| serde_json::to_vec(&s.state).ok())
+    }
+
+    pub fn clock(&self) -> Clock {
+        Clock {
+            watermark: self.watermark,
+            last_sweep: self.last_sweep,
+        }
+    }
+
+    /// Takes over a predecessor's clock (never moves it backwards).
+    pub fn restore_clock(&mut self, clock: Clock) {
+        self.watermark = self.watermark.max(clock.watermark);
+        self.last_sweep = self.last_sweep.max(clock.last_sweep);
     }
 
     /// Restores a session handed over by another instance.

@@ -32,6 +32,10 @@ impl rdkafka::ClientContext for QuietEof {
 
 impl rdkafka::consumer::ConsumerContext for QuietEof {}
 
+/// Key of the engine-clock record in each state partition. Not valid UTF-8, so it can
+/// never be a session id.
+pub const CLOCK_KEY: &[u8] = b"\xffloopguard-clock";
+
 /// Longest a restore may take before the instance gives up (and is restarted).
 const RESTORE_LIMIT: Duration = Duration::from_secs(600);
 
@@ -52,6 +56,7 @@ pub fn restore_partition(
     tpl.add_partition_offset(topic, partition, Offset::Beginning)?;
     c.assign(&tpl)?;
     let started = Instant::now();
+    let mut clock: Option<crate::engine::Clock> = None;
     // Read up to the high watermark taken above, not just to the first partition end: with
     // read_committed the end is the last stable offset, and a transaction that the previous
     // owner just committed may not have its markers written yet. Waiting for the position to
@@ -65,6 +70,15 @@ pub fn restore_partition(
         }
         match c.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
+                if m.key() == Some(CLOCK_KEY) {
+                    if let Some(c) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
+                        clock = Some(c);
+                    }
+                    if m.offset() + 1 >= high {
+                        break;
+                    }
+                    continue;
+                }
                 let Some(key) = m.key().map(|k| String::from_utf8_lossy(k).into_owned()) else {
                     continue;
                 };
@@ -106,5 +120,8 @@ pub fn restore_partition(
         }
     }
     c.unassign()?;
+    if let Some(clock) = clock {
+        engine.restore_clock(clock);
+    }
     Ok((engine, restored.into_iter().collect()))
 }

@@ -3,7 +3,7 @@
 //! Rebalance callbacks commit before partitions leave and restore before they are used.
 
 use super::admin::{PartitionStatus, Shared};
-use super::state::{restore_partition, StateReader};
+use super::state::{restore_partition, StateReader, CLOCK_KEY};
 use crate::config::{Config, Delivery};
 use crate::engine::event::{format_ts, Event, EVENT_TYPES};
 use crate::engine::{Engine, EngineStats};
@@ -383,6 +383,17 @@ impl Worker {
             for id in &changes.removed {
                 send(&self.producer, &state_topic, p, id.as_bytes(), None, None)?;
                 self.shared.sessions.remove(id);
+            }
+            if !changes.touched.is_empty() || !changes.removed.is_empty() {
+                let clock = serde_json::to_vec(&part.engine.clock()).unwrap_or_default();
+                send(
+                    &self.producer,
+                    &state_topic,
+                    p,
+                    CLOCK_KEY,
+                    Some(&clock),
+                    None,
+                )?;
             }
             let stats = part.engine.stats();
             record_stat_deltas(&self.shared, &part.last_stats, &stats);

@@ -42,12 +42,13 @@ impl BlockRepeat {
     /// Feeds one normalized char.
     #[inline]
     pub fn push(&mut self, c: char) -> Option<Hit> {
+        // Evict first, so the buffers never outgrow `tail` (no doubling past it).
+        while self.ring.chars.len() >= self.tail {
+            self.evict();
+        }
         let pos = self.ring.end();
         self.ring.push(c);
         let hit = self.index(pos, true);
-        while self.ring.chars.len() > self.tail {
-            self.evict();
-        }
         hit
     }
 

@@ -66,6 +66,10 @@ impl Tandem {
 
     #[inline]
     pub fn push(&mut self, c: char) -> Option<Hit> {
+        // Evict first, so the buffers never outgrow `tail` (no doubling past it).
+        while self.ring.chars.len() >= self.tail {
+            self.evict();
+        }
         let pos = self.ring.end();
         self.ring.push(c);
         let ring = &self.ring;
@@ -76,9 +80,6 @@ impl Tandem {
         });
         self.index(pos, true);
         let hit = self.check(pos);
-        while self.ring.chars.len() > self.tail {
-            self.evict();
-        }
         hit
     }
 
