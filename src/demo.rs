@@ -9,7 +9,7 @@ use crate::service::{self, admin::Shared, embedded::EmbeddedKafka, metrics::Metr
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseProducer, Producer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,20 +41,7 @@ pub fn publish(
         if stop.load(Ordering::Acquire) {
             break;
         }
-        let payload = serde_json::to_vec(&e.to_wire())?;
-        let mut record = BaseRecord::to(topic)
-            .key(e.meta.session_id.as_bytes())
-            .payload(&payload);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, r)) => {
-                    producer.poll(Duration::from_millis(20));
-                    record = r;
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
+        crate::service::kafka::publish_event(producer, topic, e)?;
         sent += 1;
         if !gap.is_zero() {
             std::thread::sleep(gap);

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -120,20 +120,7 @@ fn produce(
             }
         }
         e.meta.ts_ms = now_ms();
-        let payload = serde_json::to_vec(&e.to_wire())?;
-        let mut record = BaseRecord::to(&args.events_topic)
-            .key(e.meta.session_id.as_bytes())
-            .payload(&payload);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, r)) => {
-                    producer.poll(Duration::from_millis(5));
-                    record = r;
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
+        crate::service::kafka::publish_event(&producer, &args.events_topic, &e)?;
         sent += 1;
     }
     producer.flush(Duration::from_secs(30))?;

@@ -653,6 +653,29 @@ fn one_session_stays_small_whatever_it_is_fed() {
 // ---- Engine bugs found while writing these properties, now fixed ----------------------
 // Each is the minimal event list that showed the bug.
 
+/// Runs `events` with a hand-over (sessions and clock) to a fresh engine after `cut`
+/// events, TTL 900 s; returns the findings.
+fn handover_at(events: &[Event], cut: usize) -> Vec<(Rule, Action, u32)> {
+    let limits = Limits {
+        session_ttl_ms: 900_000,
+        ..Limits::default()
+    };
+    let mut before = Engine::new(PolicySet::default(), limits);
+    let mut out = Vec::new();
+    for e in &events[..cut] {
+        before.handle_event(e.clone(), &mut out);
+    }
+    let mut after = Engine::new(PolicySet::default(), limits);
+    for id in before.session_ids() {
+        after.restore(&id, &before.snapshot(&id).unwrap()).unwrap();
+    }
+    after.restore_clock(before.clock());
+    for e in &events[cut..] {
+        after.handle_event(e.clone(), &mut out);
+    }
+    findings(&out)
+}
+
 fn at(session: &str, id: &str, ts: i64, body: Body) -> Event {
     let meta = Meta {
         event_id: id.into(),
@@ -690,26 +713,7 @@ fn handover_with_out_of_order_time_keeps_verdicts() {
         at("y", "y3", T0 + 930_001, Body::Compaction), // the restored engine sweeps x now
         at("x", "x3", T0 + 899_000, cargo_build("t3", "c3")), // 899 s after x2: within TTL
     ];
-    let limits = Limits {
-        session_ttl_ms: 900_000,
-        ..Limits::default()
-    };
-    let run = |cut: usize| {
-        let mut before = Engine::new(PolicySet::default(), limits);
-        let mut out = Vec::new();
-        for e in &events[..cut] {
-            before.handle_event(e.clone(), &mut out);
-        }
-        let mut after = Engine::new(PolicySet::default(), limits);
-        for id in before.session_ids() {
-            after.restore(&id, &before.snapshot(&id).unwrap()).unwrap();
-        }
-        after.restore_clock(before.clock());
-        for e in &events[cut..] {
-            after.handle_event(e.clone(), &mut out);
-        }
-        findings(&out)
-    };
+    let run = |cut: usize| handover_at(&events, cut);
     assert_eq!(run(events.len()), vec![]);
     for cut in 0..=events.len() {
         assert_eq!(run(cut), run(events.len()), "cut at {cut}");
@@ -772,26 +776,7 @@ fn handover_after_the_sweeping_session_ended() {
         at("z", "z1", T0 + 900_020, Body::Compaction), // only the new engine sweeps: x gone
         at("x", "x3", T0 + 900_009, cargo_build("t3", "c3")), // 899.999 s after x2
     ];
-    let limits = Limits {
-        session_ttl_ms: 900_000,
-        ..Limits::default()
-    };
-    let run = |cut: usize| {
-        let mut before = Engine::new(PolicySet::default(), limits);
-        let mut out = Vec::new();
-        for e in &events[..cut] {
-            before.handle_event(e.clone(), &mut out);
-        }
-        let mut after = Engine::new(PolicySet::default(), limits);
-        for id in before.session_ids() {
-            after.restore(&id, &before.snapshot(&id).unwrap()).unwrap();
-        }
-        after.restore_clock(before.clock());
-        for e in &events[cut..] {
-            after.handle_event(e.clone(), &mut out);
-        }
-        findings(&out)
-    };
+    let run = |cut: usize| handover_at(&events, cut);
     assert_eq!(
         run(events.len()),
         vec![(Rule::ExactRepeat, Action::Block, 1)]

@@ -172,3 +172,28 @@ async fn create(
     }
     Ok(())
 }
+
+/// Publishes one event as a runtime does: JSON value, keyed by its session, waiting for
+/// queue space rather than dropping it (used by `demo` and `loadgen`).
+pub fn publish_event(
+    producer: &rdkafka::producer::BaseProducer,
+    topic: &str,
+    event: &crate::engine::event::Event,
+) -> anyhow::Result<()> {
+    use rdkafka::producer::BaseRecord;
+    let payload = serde_json::to_vec(&event.to_wire())?;
+    let mut record = BaseRecord::to(topic)
+        .key(event.meta.session_id.as_bytes())
+        .payload(&payload);
+    loop {
+        match producer.send(record) {
+            Ok(()) => break,
+            Err((_, r)) => {
+                producer.poll(Duration::from_millis(5));
+                record = r;
+            }
+        }
+    }
+    producer.poll(Duration::ZERO);
+    Ok(())
+}

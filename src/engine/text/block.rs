@@ -1,8 +1,8 @@
 //! Long-range block repeats: any `window`-char run of the normalized text (punctuation and
 //! whitespace removed) seen `count` times within the kept tail (seed 003's block rule).
 
-use super::ring::CharRing;
-use super::{base_pow, mix, HashMap64, Hit, HitKind, BASE};
+use super::ring::{CharRing, Rolling};
+use super::{HashMap64, Hit, HitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -20,9 +20,7 @@ pub struct BlockRepeat {
     #[serde(skip)]
     seen: HashMap64<(u32, u64)>,
     #[serde(skip)]
-    roll: u64,
-    #[serde(skip)]
-    pow_w: u64,
+    roll: Rolling,
 }
 
 impl BlockRepeat {
@@ -34,8 +32,7 @@ impl BlockRepeat {
             ring: CharRing::default(),
             hashes: VecDeque::new(),
             seen: HashMap64::default(),
-            roll: 0,
-            pow_w: base_pow(window),
+            roll: Rolling::new(window),
         }
     }
 
@@ -55,17 +52,10 @@ impl BlockRepeat {
     #[inline]
     fn index(&mut self, pos: u64, detect: bool) -> Option<Hit> {
         let w = self.window as u64;
-        let c = self.ring.at(pos).unwrap_or('\0');
-        self.roll = self.roll.wrapping_mul(BASE).wrapping_add(mix(c));
-        if pos >= self.ring.start + w {
-            let out = self.ring.at(pos - w).unwrap_or('\0');
-            self.roll = self.roll.wrapping_sub(mix(out).wrapping_mul(self.pow_w));
-        }
-        if pos + 1 < self.ring.start + w {
+        let Some(h) = self.roll.roll(&self.ring, pos) else {
             self.hashes.push_back(0);
             return None;
-        }
-        let h = self.roll | 1;
+        };
         self.hashes.push_back(h);
         let entry = self.seen.entry(h).or_insert((0, pos));
         let previous = entry.1;
@@ -113,14 +103,13 @@ impl BlockRepeat {
         self.ring.clear();
         self.hashes.clear();
         self.seen.clear();
-        self.roll = 0;
+        self.roll.reset();
     }
 
     pub fn rebuild(&mut self) {
-        self.pow_w = base_pow(self.window);
+        self.roll = Rolling::new(self.window);
         self.hashes.clear();
         self.seen.clear();
-        self.roll = 0;
         for pos in self.ring.start..self.ring.end() {
             self.index(pos, false);
         }

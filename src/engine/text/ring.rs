@@ -53,6 +53,46 @@ impl CharRing {
     }
 }
 
+/// A polynomial rolling hash over the last `width` chars of a ring (derived state).
+#[derive(Debug, Clone, Default)]
+pub struct Rolling {
+    hash: u64,
+    pow: u64,
+    width: u64,
+}
+
+impl Rolling {
+    pub fn new(width: usize) -> Self {
+        Rolling {
+            hash: 0,
+            pow: super::base_pow(width),
+            width: width as u64,
+        }
+    }
+
+    /// Adds the char at `pos` (the newest in `ring`); the hash of the `width` chars ending
+    /// there once the ring holds that many, never 0.
+    #[inline]
+    pub fn roll(&mut self, ring: &CharRing, pos: u64) -> Option<u64> {
+        let c = ring.at(pos).unwrap_or('\0');
+        self.hash = self
+            .hash
+            .wrapping_mul(super::BASE)
+            .wrapping_add(super::mix(c));
+        if pos >= ring.start + self.width {
+            let out = ring.at(pos - self.width).unwrap_or('\0');
+            self.hash = self
+                .hash
+                .wrapping_sub(super::mix(out).wrapping_mul(self.pow));
+        }
+        (pos + 1 >= ring.start + self.width).then_some(self.hash | 1)
+    }
+
+    pub fn reset(&mut self) {
+        self.hash = 0;
+    }
+}
+
 mod chars_as_string {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::collections::VecDeque;

@@ -1,8 +1,8 @@
 //! Tight repeats: a span of at least `span_min` chars immediately followed by itself
 //! (seed 003's `repeat_span_min`), found incrementally with k-gram anchors and run lengths.
 
-use super::ring::CharRing;
-use super::{base_pow, is_body, mix, HashMap64, Hit, HitKind, BASE};
+use super::ring::{CharRing, Rolling};
+use super::{is_body, HashMap64, Hit, HitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -32,9 +32,7 @@ pub struct Tandem {
     #[serde(skip)]
     last: HashMap64<u64>,
     #[serde(skip)]
-    roll: u64,
-    #[serde(skip)]
-    pow_k: u64,
+    roll: Rolling,
 }
 
 impl Tandem {
@@ -47,10 +45,9 @@ impl Tandem {
             candidates: Vec::new(),
             grams: VecDeque::new(),
             last: HashMap64::default(),
-            roll: 0,
-            pow_k: 0,
+            roll: Rolling::default(),
         };
-        t.pow_k = base_pow(t.k());
+        t.roll = Rolling::new(t.k());
         t
     }
 
@@ -86,18 +83,10 @@ impl Tandem {
     /// Updates the k-gram tables for the char at `pos`; with `discover`, opens candidates.
     #[inline]
     fn index(&mut self, pos: u64, discover: bool) {
-        let k = self.k() as u64;
-        let c = self.ring.at(pos).unwrap_or('\0');
-        self.roll = self.roll.wrapping_mul(BASE).wrapping_add(mix(c));
-        if pos >= self.ring.start + k {
-            let out = self.ring.at(pos - k).unwrap_or('\0');
-            self.roll = self.roll.wrapping_sub(mix(out).wrapping_mul(self.pow_k));
-        }
-        if pos + 1 < self.ring.start + k {
+        let Some(h) = self.roll.roll(&self.ring, pos) else {
             self.grams.push_back((0, 0));
             return;
-        }
-        let h = self.roll | 1;
+        };
         let prev = self.last.insert(h, pos);
         self.grams.push_back((h, prev.map_or(0, |p| p + 1)));
         if !discover {
@@ -201,15 +190,14 @@ impl Tandem {
         self.candidates.clear();
         self.grams.clear();
         self.last.clear();
-        self.roll = 0;
+        self.roll.reset();
     }
 
     /// Rebuilds the derived tables from the kept chars (after deserialization).
     pub fn rebuild(&mut self) {
-        self.pow_k = base_pow(self.k());
+        self.roll = Rolling::new(self.k());
         self.grams.clear();
         self.last.clear();
-        self.roll = 0;
         for pos in self.ring.start..self.ring.end() {
             self.index(pos, false);
         }
