@@ -24,3 +24,16 @@ cargo test --locked
 
 echo "== deployment checks"
 scripts/deploy-checks.sh
+
+echo "== the configurations the deployment files render are valid for this loopguard"
+cargo build --locked -q
+for values in "" helm/loopguard/ci/all-on-values.yaml helm/loopguard/ci/hpa-values.yaml; do
+  out=build/rendered-${values//\//_}.toml
+  build/bin/helm template lg helm/loopguard ${values:+-f "$values"} --kube-version "${KUBE_VERSION:-1.30.0}" \
+    | python3 -c 'import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d.get("kind") == "ConfigMap" and "loopguard.toml" in (d.get("data") or {}):
+        sys.stdout.write(d["data"]["loopguard.toml"])' > "$out"
+  target/debug/loopguard check-config "$out"
+done
+target/debug/loopguard check-config deploy/loopguard.toml
