@@ -384,6 +384,6 @@ impl SessionState {
     }
 
     fn context_bytes(&self) -> usize {
-        serde_json::to_string(&self.context).map_or(0, |s| s.len())
+        self.context.heap_bytes()
     }
 }

@@ -28,6 +28,11 @@ impl RecentMessages {
         }
     }
 
+    pub fn heap_bytes(&self) -> usize {
+        self.messages.capacity() * std::mem::size_of::<String>()
+            + self.messages.iter().map(String::capacity).sum::<usize>()
+    }
+
     pub fn as_slice(&mut self) -> &[String] {
         self.messages.make_contiguous()
     }
