@@ -6,6 +6,10 @@ use loopguard::engine::Engine;
 use std::io::{BufReader, IsTerminal, Write};
 use std::process::ExitCode;
 
+/// mimalloc: the engine allocates small, short-lived strings per event (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "loopguard",
