@@ -190,6 +190,7 @@ impl SessionState {
                 }
             }
             Body::TurnEnd { turn_id } => {
+                self.request.text.compact();
                 let made_calls = self.turn.as_ref().is_some_and(|t| t.tool_calls > 0);
                 self.request.required.on_turn_end(made_calls, cx);
                 if let Some(open) = self
@@ -341,7 +342,8 @@ impl SessionState {
     /// Rebuilds derived lookup tables after the state was deserialized.
     pub fn rebuild(&mut self) {
         self.request.window.rebuild();
-        self.request.text.rebuild();
+        // The text detectors rebuild their tables lazily, at the next chunk.
+        self.request.text.compact();
     }
 
     pub fn summary(&self) -> SessionSummary {

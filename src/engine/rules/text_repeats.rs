@@ -65,12 +65,13 @@ impl TextRepeats {
         report(hits, true, ladder, cx)
     }
 
-    pub fn rebuild(&mut self) {
+    /// A response ended: keep the text, free the lookup tables until the next response.
+    pub fn compact(&mut self) {
         if let Some(r) = self.reasoning.as_mut() {
-            r.rebuild();
+            r.compact();
         }
         if let Some(c) = self.content.as_mut() {
-            c.rebuild();
+            c.compact();
         }
     }
 

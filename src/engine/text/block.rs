@@ -21,6 +21,9 @@ pub struct BlockRepeat {
     seen: HashMap64<(u32, u64)>,
     #[serde(skip)]
     roll: Rolling,
+    /// False while the derived tables are dropped: the next char rebuilds them first.
+    #[serde(skip)]
+    built: bool,
 }
 
 impl BlockRepeat {
@@ -33,12 +36,16 @@ impl BlockRepeat {
             hashes: VecDeque::new(),
             seen: HashMap64::default(),
             roll: Rolling::new(window),
+            built: true,
         }
     }
 
     /// Feeds one normalized char.
     #[inline]
     pub fn push(&mut self, c: char) -> Option<Hit> {
+        if !self.built {
+            self.rebuild();
+        }
         // Evict first, so the buffers never outgrow `tail` (no doubling past it).
         while self.ring.chars.len() >= self.tail {
             self.evict();
@@ -113,6 +120,14 @@ impl BlockRepeat {
         for pos in self.ring.start..self.ring.end() {
             self.index(pos, false);
         }
+        self.built = true;
+    }
+
+    /// Frees the derived tables between responses; `ring` stays.
+    pub fn compact(&mut self) {
+        self.hashes = VecDeque::new();
+        self.seen = HashMap64::default();
+        self.built = false;
     }
 
     pub fn heap_bytes(&self) -> usize {

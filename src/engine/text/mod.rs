@@ -132,6 +132,12 @@ impl ReasoningText {
         self.block.rebuild();
     }
 
+    /// Frees the lookup tables until more text comes (they are rebuilt from the kept text).
+    pub fn compact(&mut self) {
+        self.tandem.compact();
+        self.block.compact();
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.tandem.heap_bytes() + self.block.heap_bytes() + self.variant.heap_bytes()
     }
@@ -161,6 +167,10 @@ impl ContentText {
 
     pub fn rebuild(&mut self) {
         self.tandem.rebuild();
+    }
+
+    pub fn compact(&mut self) {
+        self.tandem.compact();
     }
 
     pub fn heap_bytes(&self) -> usize {

@@ -33,6 +33,10 @@ pub struct Tandem {
     last: HashMap64<u64>,
     #[serde(skip)]
     roll: Rolling,
+    /// False while the derived tables are dropped (after `compact` or a hand-over): the next
+    /// char rebuilds them from `ring` first.
+    #[serde(skip)]
+    built: bool,
 }
 
 impl Tandem {
@@ -46,6 +50,7 @@ impl Tandem {
             grams: VecDeque::new(),
             last: HashMap64::default(),
             roll: Rolling::default(),
+            built: true,
         };
         t.roll = Rolling::new(t.k());
         t
@@ -63,6 +68,9 @@ impl Tandem {
 
     #[inline]
     pub fn push(&mut self, c: char) -> Option<Hit> {
+        if !self.built {
+            self.rebuild();
+        }
         // Evict first, so the buffers never outgrow `tail` (no doubling past it).
         while self.ring.chars.len() >= self.tail {
             self.evict();
@@ -201,6 +209,14 @@ impl Tandem {
         for pos in self.ring.start..self.ring.end() {
             self.index(pos, false);
         }
+        self.built = true;
+    }
+
+    /// Frees the derived tables between responses; `ring` and the candidates stay.
+    pub fn compact(&mut self) {
+        self.grams = VecDeque::new();
+        self.last = HashMap64::default();
+        self.built = false;
     }
 
     pub fn heap_bytes(&self) -> usize {
