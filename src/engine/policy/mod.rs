@@ -4,8 +4,6 @@
 use super::intents::{default_intents, Intent};
 use super::verdict::{Action, Rule};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// Tool-call repeat rules (seed 000, seed 004, ours).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -393,166 +391,12 @@ impl Policy {
     }
 }
 
-/// A partial policy applied to one tenant, one agent, or one (tenant, agent) pair.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Override {
-    #[serde(default)]
-    pub tenant: Option<String>,
-    #[serde(default)]
-    pub agent: Option<String>,
-    /// The same shape as the policy, only the keys to change.
-    #[serde(default)]
-    pub set: Value,
-}
-
-/// The validated policy set: the global policy and every override, resolved on demand.
-#[derive(Debug, Clone)]
-pub struct PolicySet {
-    global_raw: Value,
-    global: std::sync::Arc<Policy>,
-    overrides: Vec<Override>,
-    resolved: BTreeMap<(Option<String>, Option<String>), std::sync::Arc<Policy>>,
-}
-
-impl Default for PolicySet {
-    fn default() -> Self {
-        PolicySet::compile(&Value::Null).expect("built-in defaults are valid")
-    }
-}
-
-impl PolicySet {
-    /// Compiles a policy table (`{tool:…, …, overrides:[…]}`), or reports every problem.
-    pub fn compile(raw: &Value) -> Result<PolicySet, Vec<String>> {
-        let mut problems = Vec::new();
-        let mut global_raw = match raw {
-            Value::Null => Value::Object(Default::default()),
-            Value::Object(_) => raw.clone(),
-            _ => return Err(vec!["policy: must be a table".into()]),
-        };
-        let overrides: Vec<Override> = match global_raw
-            .as_object_mut()
-            .and_then(|o| o.remove("overrides"))
-        {
-            None => Vec::new(),
-            Some(v) => serde_json::from_value(v).unwrap_or_else(|e| {
-                problems.push(format!("policy.overrides: {e}"));
-                Vec::new()
-            }),
-        };
-        let global = parse(&global_raw, "policy", &mut problems);
-        let mut resolved = BTreeMap::new();
-        for (i, o) in overrides.iter().enumerate() {
-            if o.tenant.is_none() && o.agent.is_none() {
-                problems.push(format!(
-                    "policy.overrides[{i}]: needs `tenant`, `agent` or both"
-                ));
-            }
-            let merged = merge(global_raw.clone(), &o.set);
-            let at = format!("policy.overrides[{i}]");
-            let p = parse(&merged, &at, &mut problems);
-            resolved.insert((o.tenant.clone(), o.agent.clone()), std::sync::Arc::new(p));
-        }
-        if !problems.is_empty() {
-            return Err(problems);
-        }
-        let mut set = PolicySet {
-            global_raw,
-            global: std::sync::Arc::new(global),
-            overrides,
-            resolved: BTreeMap::new(),
-        };
-        // Pre-resolve the pairs named in overrides so lookups never fail later.
-        for key in resolved.keys() {
-            set.resolve(key.0.as_deref(), key.1.as_deref());
-        }
-        Ok(set)
-    }
-
-    pub fn global(&self) -> &std::sync::Arc<Policy> {
-        &self.global
-    }
-
-    /// The policy for a (tenant, agent): global, then the tenant's override, then the
-    /// agent's, then the pair's; cached.
-    pub fn resolve(&mut self, tenant: Option<&str>, agent: Option<&str>) -> std::sync::Arc<Policy> {
-        if self.overrides.is_empty() {
-            return self.global.clone();
-        }
-        let key = (tenant.map(str::to_string), agent.map(str::to_string));
-        if let Some(p) = self.resolved.get(&key) {
-            return p.clone();
-        }
-        let mut raw = self.global_raw.clone();
-        let mut touched = false;
-        for stage in 0..3 {
-            for o in &self.overrides {
-                let hit = match stage {
-                    0 => o.agent.is_none() && o.tenant.is_some() && o.tenant.as_deref() == tenant,
-                    1 => o.tenant.is_none() && o.agent.is_some() && o.agent.as_deref() == agent,
-                    _ => {
-                        o.tenant.is_some()
-                            && o.agent.is_some()
-                            && o.tenant.as_deref() == tenant
-                            && o.agent.as_deref() == agent
-                    }
-                };
-                if hit {
-                    raw = merge(raw, &o.set);
-                    touched = true;
-                }
-            }
-        }
-        let policy = if touched {
-            let mut ignored = Vec::new();
-            std::sync::Arc::new(parse(&raw, "policy", &mut ignored))
-        } else {
-            self.global.clone()
-        };
-        // Bounded: unknown tenants share the global policy and are not cached.
-        if touched && self.resolved.len() < 10_000 {
-            self.resolved.insert(key, policy.clone());
-        }
-        policy
-    }
-}
-
-fn parse(raw: &Value, at: &str, problems: &mut Vec<String>) -> Policy {
-    match serde_json::from_value::<Policy>(raw.clone()) {
-        Ok(p) => p.finish(problems, at),
-        Err(e) => {
-            problems.push(format!("{at}: {e}"));
-            Policy::default()
-        }
-    }
-}
-
-/// Deep-merges `patch` onto `base`: tables merge key by key; `rules` lists append.
-fn merge(mut base: Value, patch: &Value) -> Value {
-    match (&mut base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            for (k, v) in p {
-                let merged = match (k.as_str(), b.remove(k)) {
-                    ("rules", Some(Value::Array(mut old))) => {
-                        if let Value::Array(new) = v {
-                            old.extend(new.iter().cloned());
-                        }
-                        Value::Array(old)
-                    }
-                    (_, Some(old)) => merge(old, v),
-                    (_, None) => v.clone(),
-                };
-                b.insert(k.clone(), merged);
-            }
-            base
-        }
-        _ => patch.clone(),
-    }
-}
-
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
+
+mod set;
+pub use set::{Override, PolicySet};
 
 #[cfg(test)]
 mod tests {
