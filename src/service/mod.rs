@@ -56,6 +56,12 @@ pub fn run_consumer(
         if let Some(fatal) = w.fatal.take() {
             anyhow::bail!(fatal);
         }
+        if w.needs_rewind {
+            w.needs_rewind = false;
+            drop(msg);
+            w.rewind(&consumer)?;
+            continue;
+        }
         match msg {
             Some(Ok(m)) => {
                 if let Err(e) = w.process(&m) {

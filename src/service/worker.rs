@@ -40,6 +40,8 @@ pub struct Worker {
     verdicts: Vec<crate::engine::verdict::Verdict>,
     /// A fatal error seen inside a callback, for the loop to act on.
     pub fatal: Option<String>,
+    /// A batch failed inside a callback: the loop rewinds before processing more.
+    pub needs_rewind: bool,
 }
 
 /// The consumer's context: rebalance callbacks and statistics reach the worker through it.
@@ -92,7 +94,9 @@ impl ConsumerContext for GuardContext {
                 tracing::warn!("assignment lost: dropping uncommitted work");
                 w.abort();
             } else if let Err(e) = w.commit(consumer) {
-                tracing::error!(error = %e, "commit before revocation failed");
+                // The batch is aborted: the kept partitions go back to their last commit.
+                tracing::error!(error = %e, "commit before revocation failed; rewinding");
+                w.needs_rewind = true;
             }
             for elem in tpl.elements() {
                 w.drop_partition(elem.partition());
@@ -106,7 +110,7 @@ impl ConsumerContext for GuardContext {
         }
     }
 
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(tpl) = rebalance {
             self.shared
                 .metrics
@@ -114,6 +118,12 @@ impl ConsumerContext for GuardContext {
                 .with_label_values(&["assign"])
                 .inc();
             let mut w = self.lock();
+            // Commit the open batch first: a restore can wait for a crashed owner's
+            // transaction to time out, and ours must not time out meanwhile.
+            if let Err(e) = w.commit(consumer) {
+                tracing::error!(error = %e, "commit before restore failed; rewinding");
+                w.needs_rewind = true;
+            }
             let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
             for p in &parts {
                 self.shared
@@ -150,6 +160,7 @@ impl Worker {
             batch_started: Instant::now(),
             verdicts: Vec::new(),
             fatal: None,
+            needs_rewind: false,
         }
     }
 
@@ -348,6 +359,18 @@ impl Worker {
 
     /// Writes the touched sessions' state and commits verdicts, state and offsets together.
     pub fn commit<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+    ) -> Result<(), KafkaError> {
+        let result = self.try_commit(consumer);
+        if result.is_err() {
+            // Whatever failed, nothing of this batch may commit later.
+            self.abort();
+        }
+        result
+    }
+
+    fn try_commit<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {

@@ -68,7 +68,9 @@ impl Field {
 fn fields(args: &Value) -> Vec<Field> {
     let field = |key: &str, v: &Value| {
         let value = canon::canonical(v);
-        let text = format!("{key}:{value}");
+        // Similarity looks at the first 4 KiB of a value (a whole file body adds nothing but
+        // memory); equality uses the hash of the full value.
+        let text = crate::engine::verdict::clip(&format!("{key}:{value}"), 4096);
         Field {
             key: canon::hash64(key.as_bytes()),
             value: canon::hash64(value.as_bytes()),

@@ -40,7 +40,8 @@ impl NoChange {
                 "`{tool}` has produced no new effect for {} rounds in a row. Change direction; \
                  {} more rounds without change will end this run.",
                 self.streak,
-                p.no_change_abort_rounds - p.no_change_steer_rounds
+                p.no_change_abort_rounds
+                    .saturating_sub(p.no_change_steer_rounds)
             );
             cx.emit(Finding::new(Rule::NoChange, Action::Steer, msg, evidence));
         } else if self.streak == p.no_change_abort_rounds {
