@@ -53,9 +53,7 @@ def coder(sid, start, feature, files, model="m-large"):
     _, c = s.call("run_tests", {"filter": feature.split()[0]})
     s.turn_end()
     s.result(c, "run_tests", evidence={"effect": "none", "new_info": True})
-    s.new_turn()
-    s.content(f"{feature} is implemented and its tests pass.")
-    s.turn_end()
+    s.answer(f"{feature} is implemented and its tests pass.")
     return s
 
 
@@ -85,9 +83,7 @@ def pager(sid, start):
     for page in range(7):
         s.round("read_file", {"path": log, "offset": page * 500, "limit": 500},
                 evidence=read(resource=log, read_range=[page * 500, page * 500 + 500]))
-    s.new_turn()
-    s.content("At 03:00:12 the card processor's TLS certificate expired; every charge failed until 03:41.")
-    s.turn_end()
+    s.answer("At 03:00:12 the card processor's TLS certificate expired; every charge failed until 03:41.")
     return s
 
 
@@ -102,9 +98,7 @@ def poller(sid, start):
     for i in range(9):
         s.wait(15_000)
         s.round("check_background_tasks", {}, evidence={"output_hash": "running" if i < 8 else "finished"})
-    s.new_turn()
-    s.content("The release build finished: dist/app-1.4.0.tar.gz.")
-    s.turn_end()
+    s.answer("The release build finished: dist/app-1.4.0.tar.gz.")
     return s
 
 
@@ -126,9 +120,7 @@ def doom_loop(sid, start):
     _, c = s.call("bash", {"command": "npm run test:integration -- --runInBand", "cwd": "/srv/app"})
     s.turn_end()
     s.result(c, "bash", ok=False, error=error)
-    s.new_turn()
-    s.content("The tests need PostgreSQL on port 5432, which is not running here.")
-    s.turn_end()
+    s.answer("The tests need PostgreSQL on port 5432, which is not running here.")
     return s
 
 

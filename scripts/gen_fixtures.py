@@ -115,6 +115,12 @@ class Session:
         }
         return self._push("tool_result", fields)
 
+    def answer(self, text):
+        """A final response: a new turn with visible content, then its end."""
+        self.new_turn()
+        self.content(text)
+        self.turn_end()
+
     def turn_end(self):
         return self._push("turn_end", {"turn_id": self.turn()})
 
@@ -249,9 +255,7 @@ def exact_repeat():
     _, c = s.call("read_file", {"path": "/work/app/build.log"})
     s.turn_end()
     s.result(c, "read_file", evidence=read(resource="/work/app/build.log", read_range=[1, 200]))
-    s.new_turn()
-    s.content("The linker is missing; install `cc` or set CC, then rebuild.")
-    s.turn_end()
+    s.answer("The linker is missing; install `cc` or set CC, then rebuild.")
     return s.lines()
 
 
@@ -283,9 +287,7 @@ def polling_exempt():
     for i in range(9):
         s.wait(5000)
         s.round("check_background_tasks", {}, evidence={"output_hash": "running" if i < 8 else "done"})
-    s.new_turn()
-    s.content("The migration finished.")
-    s.turn_end()
+    s.answer("The migration finished.")
     return s.lines()
 
 
@@ -323,9 +325,7 @@ def paging():
             {"command": "view", "path": src, "view_range": [start, start + 59], "security_risk": "LOW"},
             evidence=read(resource=src, read_range=[start, start + 59]),
         )
-    s.new_turn()
-    s.content("The export fails at line 142: the S3 bucket name is read from an unset variable.")
-    s.turn_end()
+    s.answer("The export fails at line 142: the S3 bucket name is read from an unset variable.")
     return s.lines()
 
 
@@ -350,9 +350,7 @@ def error_repeat():
     ]
     for i, err in enumerate(errors):
         s.round("bash", {"cmd": f"cargo build --release -j{i + 2}"}, ok=False, error=err)
-    s.new_turn()
-    s.content("The build needs a C linker; please install build-essential.")
-    s.turn_end()
+    s.answer("The build needs a C linker; please install build-essential.")
     return s.lines()
 
 
@@ -421,9 +419,7 @@ def budget_reset():
             tool = "edit_file" if i % 2 == 0 else "run_tests"
             ev = mutation(f"m{req}-{i}", f"m{req}-{i + 1}") if tool == "edit_file" else {"effect": "none", "new_info": True}
             s.round(tool, {"path": f"src/mod_{req}/f{i}.rs"}, evidence=ev)
-        s.new_turn()
-        s.content(f"Module {req} refactored.")
-        s.turn_end()
+        s.answer(f"Module {req} refactored.")
     return s.lines()
 
 
@@ -456,16 +452,12 @@ def required_tool():
     # 1. Keywords only inside injected memories: stripped, so nothing is required.
     s.user("<relevant-memories>用户常问：我有什么持仓、持仓情况</relevant-memories>"
            "<current-user-message>讲个笑话吧</current-user-message>")
-    s.new_turn()
-    s.content("为什么程序员分不清万圣节和圣诞节？因为 Oct 31 == Dec 25。")
-    s.turn_end()
+    s.answer("为什么程序员分不清万圣节和圣诞节？因为 Oct 31 == Dec 25。")
     # 2. A direct portfolio.view intent, answered from memory four times.
     s.user("<relevant-memories>用户持有贵州茅台</relevant-memories>"
            "<current-user-message>我有什么持仓？</current-user-message>")
     for answer in ["根据记忆，你持有贵州茅台。", "你目前应该持有茅台一只股票。", "我记得你有茅台。", "你的持仓是茅台。"]:
-        s.new_turn()
-        s.content(answer)
-        s.turn_end()
+        s.answer(answer)
     # 3. A direct portfolio.diagnose intent, satisfied by the right call.
     s.user("我持仓怎么样？")
     s.new_turn()
@@ -591,9 +583,7 @@ def duplicate_event_id():
     _, c = s.call("bash", {"cmd": "ruff check ."})
     s.turn_end()
     s.result(c, "bash", evidence={"output_hash": "lint-1"})
-    s.new_turn()
-    s.content("Two lint findings, both in tests/.")
-    s.turn_end()
+    s.answer("Two lint findings, both in tests/.")
     return s.lines()
 
 
