@@ -274,8 +274,8 @@ impl Worker {
                 part.engine.handle_event(event, &mut self.verdicts);
                 m.event_processing.observe(started.elapsed().as_secs_f64());
                 let now_ms = wall_clock_ms();
-                let verdicts = std::mem::take(&mut self.verdicts);
-                for mut v in verdicts.iter().cloned() {
+                let mut verdicts = std::mem::take(&mut self.verdicts);
+                for mut v in verdicts.drain(..) {
                     v.emitted_at = Some(format_ts(now_ms));
                     let payload = serde_json::to_vec(&v).unwrap_or_default();
                     send(
