@@ -138,9 +138,12 @@ fn main() -> ExitCode {
 fn telemetry() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,rdkafka=warn".into());
+    use std::io::IsTerminal;
+    // Colours only on a terminal: log files and collectors get plain text.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 

@@ -6,6 +6,7 @@ use loopguard::engine::event::Event;
 use loopguard::engine::policy::PolicySet;
 use loopguard::engine::verdict::Verdict;
 use loopguard::engine::{Engine, Limits};
+use loopguard::service::txn::TxnProducer;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -15,6 +16,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PARTITIONS: i32 = 4;
@@ -267,15 +269,64 @@ impl Env {
         false
     }
 
+    /// Starts `loopguard serve`; its log goes to a file, summarized if the test fails.
     fn spawn_guard(&self, config: &str, instance: &str) -> Child {
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("guard-{instance}.log"))).unwrap();
         Command::new(env!("CARGO_BIN_EXE_loopguard"))
             .args(["serve", "--config", config])
             .env("LOOPGUARD_INSTANCE_ID", format!("{}-{instance}", self.name))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .unwrap()
+    }
+
+    /// Each guard's warnings and errors in order of first appearance, repeats counted.
+    fn guard_log_summary(&self) -> String {
+        let mut out = String::new();
+        let mut logs: Vec<_> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        logs.sort();
+        for path in logs {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let mut seen: Vec<(String, usize)> = Vec::new();
+            for line in text
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            {
+                // Drop the timestamp so repeats of one message count together.
+                let msg = line
+                    .split_once(' ')
+                    .map_or(line, |(_, m)| m)
+                    .trim()
+                    .to_string();
+                match seen.iter_mut().find(|(m, _)| *m == msg) {
+                    Some((_, n)) => *n += 1,
+                    None => seen.push((msg, 1)),
+                }
+            }
+            out.push_str(&format!("== {}\n", path.display()));
+            for (msg, n) in seen.iter().take(40) {
+                out.push_str(&format!("{n:>5}x {msg}\n"));
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "guard logs (warnings and errors):\n{}",
+                self.guard_log_summary()
+            );
+        }
     }
 }
 
@@ -463,6 +514,52 @@ async fn malformed_events_go_to_the_dead_letter_topic_and_offsets_move_on() {
         [("reasoning.repeat", 1), ("reasoning.repeat", 2)]
     );
     assert_same(&rest, &oracle(&events));
+}
+
+/// librdkafka's abort waits until the transaction's delivery reports are served; before
+/// the guard served them itself, an abort with records in flight timed out and left every
+/// later transaction refused ("Conflicting abort_transaction API call is already in
+/// progress"), a partition stalled for good after one failed commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_with_records_in_flight_aborts_and_the_next_batch_commits() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "abort");
+    env.create_topics().await;
+    let cfg = Arc::new(loopguard::config::load(Some(&env.config(""))).unwrap());
+    let mut producer = TxnProducer::new(cfg, &format!("{}-txn", env.name)).unwrap();
+    let topic = env.topic("verdicts");
+    let send = |p: &TxnProducer, text: &str| {
+        p.producer()
+            .send(BaseRecord::to(&topic).partition(0).key("k").payload(text))
+            .unwrap();
+    };
+    producer.begin().unwrap();
+    for i in 0..2000 {
+        send(&producer, &format!("aborted-{i}"));
+    }
+    // Offsets without a consumer group cannot be committed: the commit fails and aborts.
+    let mut offsets = TopicPartitionList::new();
+    offsets
+        .add_partition_offset(&env.topic("events"), 0, Offset::Offset(1))
+        .unwrap();
+    let started = Instant::now();
+    assert!(producer.commit(&offsets, None).is_err());
+    assert!(!producer.is_open());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the abort took {:?}",
+        started.elapsed()
+    );
+    producer.begin().unwrap();
+    send(&producer, "committed");
+    producer.commit(&TopicPartitionList::new(), None).unwrap();
+    let payloads: Vec<String> = env
+        .read_all(&topic)
+        .into_iter()
+        .map(|(_, _, v, _)| String::from_utf8(v.unwrap()).unwrap())
+        .collect();
+    assert_eq!(payloads, ["committed"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,12 +7,12 @@ pub mod embedded;
 pub mod kafka;
 pub mod metrics;
 pub mod state;
+pub mod txn;
 pub mod worker;
 
 use crate::config::Config;
 use admin::Shared;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseProducer, Producer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,10 +36,7 @@ pub fn run_consumer(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     let instance = instance_id();
-    let producer: BaseProducer = kafka::producer_config(&cfg, &instance).create()?;
-    if cfg.kafka.delivery == crate::config::Delivery::ExactlyOnce {
-        producer.init_transactions(Duration::from_secs(30))?;
-    }
+    let producer = txn::TxnProducer::new(cfg.clone(), &instance)?;
     let reader = state::StateReader::new(
         kafka::state_reader_config(&cfg).create_with_context(state::QuietEof)?,
     );
@@ -64,10 +61,10 @@ pub fn run_consumer(
         }
         match msg {
             Some(Ok(m)) => {
-                if let Err(e) = w.process(&m) {
+                if let Err(e) = w.process(&consumer, &m) {
                     tracing::error!(error = %e, "processing failed; rewinding to the last commit");
                     drop(m);
-                    w.rewind(&consumer)?;
+                    w.needs_rewind = true;
                     continue;
                 }
             }
@@ -76,11 +73,8 @@ pub fn run_consumer(
         }
         if w.due() {
             if let Err(e) = w.commit(&consumer) {
-                if is_fatal(&e) {
-                    anyhow::bail!("fatal Kafka error: {e}");
-                }
                 tracing::error!(error = %e, "commit failed; rewinding to the last commit");
-                w.rewind(&consumer)?;
+                w.needs_rewind = true;
             }
         }
     }
@@ -93,17 +87,6 @@ pub fn run_consumer(
     consumer.unsubscribe();
     while Instant::now() < deadline && consumer.poll(Duration::from_millis(100)).is_some() {}
     Ok(())
-}
-
-fn is_fatal(e: &rdkafka::error::KafkaError) -> bool {
-    e.rdkafka_error_code().is_some_and(|c| {
-        matches!(
-            c,
-            rdkafka::types::RDKafkaErrorCode::Fenced
-                | rdkafka::types::RDKafkaErrorCode::ProducerFenced
-                | rdkafka::types::RDKafkaErrorCode::InvalidProducerEpoch
-        )
-    })
 }
 
 /// `loopguard serve`: embedded broker when no bootstrap servers, admin HTTP, the consumer

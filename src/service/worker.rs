@@ -4,21 +4,20 @@
 
 use super::admin::{PartitionStatus, Shared};
 use super::state::{restore_partition, StateReader, CLOCK_KEY};
+use super::txn::{classify, Class, GuardProducer, TxnProducer};
 use crate::config::{Config, Delivery};
 use crate::engine::event::{format_ts, Event, EVENT_TYPES};
 use crate::engine::{Engine, EngineStats};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::BaseRecord;
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const TXN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One owned partition: its engine and the next offset to commit.
 struct Part {
@@ -31,10 +30,9 @@ struct Part {
 pub struct Worker {
     cfg: Arc<Config>,
     shared: Arc<Shared>,
-    producer: BaseProducer,
+    producer: TxnProducer,
     reader: StateReader,
     parts: BTreeMap<i32, Part>,
-    txn_open: bool,
     batch_events: usize,
     batch_started: Instant,
     verdicts: Vec<crate::engine::verdict::Verdict>,
@@ -146,7 +144,7 @@ impl Worker {
     pub fn new(
         cfg: Arc<Config>,
         shared: Arc<Shared>,
-        producer: BaseProducer,
+        producer: TxnProducer,
         reader: StateReader,
     ) -> Self {
         Worker {
@@ -155,7 +153,6 @@ impl Worker {
             producer,
             reader,
             parts: BTreeMap::new(),
-            txn_open: false,
             batch_events: 0,
             batch_started: Instant::now(),
             verdicts: Vec::new(),
@@ -225,11 +222,7 @@ impl Worker {
     }
 
     fn begin(&mut self) -> Result<(), KafkaError> {
-        self.producer.poll(Duration::ZERO);
-        if self.eos() && !self.txn_open {
-            self.producer.begin_transaction()?;
-            self.txn_open = true;
-        }
+        self.producer.begin()?;
         if self.batch_events == 0 {
             self.batch_started = Instant::now();
         }
@@ -237,9 +230,15 @@ impl Worker {
     }
 
     /// Handles one consumed event: engine, then verdicts (or a dead letter) into the batch.
-    pub fn process(&mut self, msg: &BorrowedMessage<'_>) -> Result<(), KafkaError> {
+    pub fn process<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+        msg: &BorrowedMessage<'_>,
+    ) -> Result<(), KafkaError> {
         let partition = msg.partition();
         if !self.parts.contains_key(&partition) {
+            // A restore can wait for a crashed owner's transaction: never with ours open.
+            self.commit(consumer)?;
             self.restore(partition)?;
         }
         self.begin()?;
@@ -279,7 +278,7 @@ impl Worker {
                     v.emitted_at = Some(format_ts(now_ms));
                     let payload = serde_json::to_vec(&v).unwrap_or_default();
                     send(
-                        &self.producer,
+                        self.producer.producer(),
                         &self.cfg.kafka.verdicts_topic,
                         partition,
                         session.as_bytes(),
@@ -340,7 +339,7 @@ impl Worker {
             });
         let key = msg.key().unwrap_or_default();
         send(
-            &self.producer,
+            self.producer.producer(),
             &self.cfg.kafka.dlq_topic,
             -1,
             key,
@@ -358,14 +357,29 @@ impl Worker {
     }
 
     /// Writes the touched sessions' state and commits verdicts, state and offsets together.
+    /// On failure nothing of the batch commits (the caller rewinds); a producer fenced by
+    /// its successor is recorded in `fatal`.
     pub fn commit<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
+        if self.batch_events == 0 && !self.producer.is_open() {
+            return Ok(());
+        }
         let result = self.try_commit(consumer);
-        if result.is_err() {
+        let outcome = if result.is_ok() { "commit" } else { "abort" };
+        self.shared
+            .metrics
+            .transactions
+            .with_label_values(&[outcome])
+            .inc();
+        self.batch_events = 0;
+        if let Err(e) = &result {
+            self.note_fenced(e);
             // Whatever failed, nothing of this batch may commit later.
-            self.abort();
+            if let Err(e) = self.producer.abort() {
+                self.note_fenced(&e);
+            }
         }
         result
     }
@@ -374,9 +388,6 @@ impl Worker {
         &mut self,
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
-        if self.batch_events == 0 && !self.txn_open {
-            return Ok(());
-        }
         self.begin()?;
         let commit_started = Instant::now();
         let batch_age = self.batch_started.elapsed();
@@ -391,7 +402,7 @@ impl Worker {
                     states += 1;
                     state_bytes += bytes.len();
                     send(
-                        &self.producer,
+                        self.producer.producer(),
                         &state_topic,
                         p,
                         id.as_bytes(),
@@ -404,13 +415,20 @@ impl Worker {
                 }
             }
             for id in &changes.removed {
-                send(&self.producer, &state_topic, p, id.as_bytes(), None, None)?;
+                send(
+                    self.producer.producer(),
+                    &state_topic,
+                    p,
+                    id.as_bytes(),
+                    None,
+                    None,
+                )?;
                 self.shared.sessions.remove(id);
             }
             if !changes.touched.is_empty() || !changes.removed.is_empty() {
                 let clock = serde_json::to_vec(&part.engine.clock()).unwrap_or_default();
                 send(
-                    &self.producer,
+                    self.producer.producer(),
                     &state_topic,
                     p,
                     CLOCK_KEY,
@@ -427,24 +445,16 @@ impl Worker {
         }
         self.update_session_gauge();
         let snapshots = commit_started.elapsed();
-        let result = if self.eos() {
-            let Some(meta) = consumer.group_metadata() else {
-                return Err(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State));
-            };
-            self.producer
-                .send_offsets_to_transaction(&offsets, &meta, TXN_TIMEOUT)
-                .and_then(|_| self.producer.commit_transaction(TXN_TIMEOUT))
+        let group = if self.eos() {
+            consumer.group_metadata()
         } else {
-            self.producer.flush(TXN_TIMEOUT).and_then(|_| {
-                if offsets.count() > 0 {
-                    consumer.commit(&offsets, rdkafka::consumer::CommitMode::Sync)
-                } else {
-                    Ok(())
-                }
-            })
+            None
         };
-        self.txn_open = false;
-        self.batch_events = 0;
+        self.producer.commit(&offsets, group.as_ref())?;
+        if !self.eos() && offsets.count() > 0 {
+            // Every record of the batch is acknowledged: the offsets may move on.
+            consumer.commit(&offsets, rdkafka::consumer::CommitMode::Sync)?;
+        }
         tracing::debug!(
             events,
             states,
@@ -454,41 +464,30 @@ impl Worker {
             commit_ms = (commit_started.elapsed() - snapshots).as_millis() as u64,
             "batch committed"
         );
-        match result {
-            Ok(()) => {
-                self.shared
-                    .metrics
-                    .transactions
-                    .with_label_values(&["commit"])
-                    .inc();
-                Ok(())
-            }
-            Err(e) => {
-                self.shared
-                    .metrics
-                    .transactions
-                    .with_label_values(&["abort"])
-                    .inc();
-                if self.eos() {
-                    let _ = self.producer.abort_transaction(TXN_TIMEOUT);
-                }
-                Err(e)
-            }
-        }
+        Ok(())
     }
 
     /// Drops uncommitted work (the partitions are gone or the transaction failed).
     pub fn abort(&mut self) {
-        if self.txn_open {
-            let _ = self.producer.abort_transaction(TXN_TIMEOUT);
+        if self.producer.is_open() {
             self.shared
                 .metrics
                 .transactions
                 .with_label_values(&["abort"])
                 .inc();
-            self.txn_open = false;
+        }
+        if let Err(e) = self.producer.abort() {
+            self.note_fenced(&e);
         }
         self.batch_events = 0;
+    }
+
+    fn note_fenced(&mut self, e: &KafkaError) {
+        if classify(e) == Class::Fenced && self.fatal.is_none() {
+            self.fatal = Some(format!(
+                "fenced by a newer instance with the same transactional id: {e}"
+            ));
+        }
     }
 
     /// After a failed commit: reload every owned partition from the committed state and
@@ -539,7 +538,7 @@ fn record_stat_deltas(shared: &Shared, before: &EngineStats, after: &EngineStats
 
 /// Sends one record, waiting for queue space rather than dropping it.
 fn send(
-    producer: &BaseProducer,
+    producer: &GuardProducer,
     topic: &str,
     partition: i32,
     key: &[u8],
