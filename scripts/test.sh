@@ -8,9 +8,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-  echo "== starting a real Kafka broker (KRaft, 127.0.0.1)"
-  eval "$(scripts/kafka.sh start)"
-  trap 'scripts/kafka.sh stop >/dev/null 2>&1 || true' EXIT
+  # The first port pair (broker, controller) from 19092 on that nothing listens on, so a
+  # broker left running elsewhere on this machine does not fail the run.
+  port=19092
+  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || (exec 3<>"/dev/tcp/127.0.0.1/$((port + 1))") 2>/dev/null; do
+    port=$((port + 2))
+    ((port < 19200)) || { echo "no free port pair in 19092-19199 on 127.0.0.1" >&2; exit 1; }
+  done
+  echo "== starting a real Kafka broker (KRaft, 127.0.0.1:$port)"
+  eval "$(scripts/kafka.sh start "$port")"
+  trap 'scripts/kafka.sh stop "$port" >/dev/null 2>&1 || true' EXIT
 fi
 export KAFKA_BOOTSTRAP_SERVERS
 # Fail, never skip, when the broker is missing.
