@@ -40,6 +40,8 @@ pub struct KafkaConfig {
     pub transactional_id_prefix: String,
     pub batch_max_events: NonZeroUsize,
     pub batch_max_ms: u64,
+    pub checkpoint_max_ms: u64,
+    pub checkpoint_max_events: NonZeroUsize,
     pub queue_max_messages: NonZeroUsize,
     pub queue_max_kbytes: NonZeroUsize,
     pub embedded_partitions: NonZeroUsize,

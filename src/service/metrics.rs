@@ -27,6 +27,7 @@ pub struct Metrics {
     pub assigned_partitions: IntGauge,
     pub rebalances: IntCounterVec,
     pub state_restore: Histogram,
+    pub replayed_events: IntCounter,
     pub transactions: IntCounterVec,
     pub ready: IntGauge,
     labels: LabelPolicy,
@@ -137,6 +138,11 @@ impl Metrics {
                 "Time to restore a gained partition's sessions from the state topic.",
                 vec![0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0],
             )?,
+            replayed_events: {
+                let c = IntCounter::new("loopguard_restore_replayed_events_total", "Events re-run (verdicts dropped) to bring restored partitions from their checkpoint to the committed offset.")?;
+                r.register(Box::new(c.clone()))?;
+                c
+            },
             transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
             ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
             registry,

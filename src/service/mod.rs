@@ -6,6 +6,7 @@ pub mod admin;
 pub mod embedded;
 pub mod kafka;
 pub mod metrics;
+pub mod partition;
 pub mod state;
 pub mod txn;
 pub mod worker;
@@ -81,7 +82,7 @@ pub fn run_consumer(
     let deadline = Instant::now() + GRACE;
     {
         let mut w = consumer.context().lock();
-        w.commit(&consumer)?;
+        w.commit_final(&consumer)?;
     }
     tracing::info!("stop requested: in-flight work committed, leaving the group");
     consumer.unsubscribe();

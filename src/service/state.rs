@@ -1,7 +1,9 @@
-//! State hand-over: reading a partition of the compacted state topic (read_committed) into
-//! a fresh engine before the partition's first event is processed.
+//! State hand-over: reading a partition's last checkpoint from the compacted state topic
+//! (read_committed) into a fresh engine, then re-running the events between the checkpoint
+//! and the committed offset, before the partition's first new event is processed.
 
-use crate::engine::Engine;
+use crate::engine::event::Event;
+use crate::engine::{Clock, Engine};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -32,31 +34,53 @@ impl rdkafka::ClientContext for QuietEof {
 
 impl rdkafka::consumer::ConsumerContext for QuietEof {}
 
-/// Key of the engine-clock record in each state partition. Not valid UTF-8, so it can
+/// Key of the checkpoint record in each state partition. Not valid UTF-8, so it can
 /// never be a session id.
 pub const CLOCK_KEY: &[u8] = b"\xffloopguard-clock";
+
+/// The record under `CLOCK_KEY`, written with every checkpoint: the engine's clock and the
+/// events offset the sessions' records are current to (the next event to process).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    #[serde(flatten)]
+    pub clock: Clock,
+    /// Absent in records of versions that wrote state with every batch: nothing to re-run.
+    #[serde(default)]
+    pub offset: Option<i64>,
+}
+
+/// Where the restored state stands: `Some(offset)` at a checkpoint, `Fresh` when the state
+/// partition holds no checkpoint (events from the start of the partition are re-run),
+/// `Current` for a record that needs nothing re-run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoredAt {
+    Fresh,
+    Offset(i64),
+    Current,
+}
 
 /// Longest a restore may take before the instance gives up (and is restarted).
 const RESTORE_LIMIT: Duration = Duration::from_secs(600);
 
-/// Restores every session of `partition` into `engine`; returns it with the restored ids.
+/// Restores every session of `partition`'s last checkpoint into `engine`; returns it with
+/// the restored ids and where the checkpoint stands.
 pub fn restore_partition(
     reader: &StateReader,
     topic: &str,
     partition: i32,
     mut engine: Engine,
-) -> Result<(Engine, Vec<String>), KafkaError> {
+) -> Result<(Engine, Vec<String>, RestoredAt), KafkaError> {
     let c = &reader.consumer;
     let (low, high) = c.fetch_watermarks(topic, partition, Duration::from_secs(10))?;
     let mut restored = std::collections::BTreeSet::new();
     if high <= low {
-        return Ok((engine, Vec::new()));
+        return Ok((engine, Vec::new(), RestoredAt::Fresh));
     }
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, partition, Offset::Beginning)?;
     c.assign(&tpl)?;
     let started = Instant::now();
-    let mut clock: Option<crate::engine::Clock> = None;
+    let mut checkpoint: Option<Checkpoint> = None;
     // Read up to the high watermark taken above, not just to the first partition end: with
     // read_committed the end is the last stable offset, and a transaction that the previous
     // owner just committed may not have its markers written yet. Waiting for the position to
@@ -69,10 +93,12 @@ pub fn restore_partition(
             ));
         }
         match c.poll(Duration::from_millis(200)) {
+            // A record fetched for an earlier assignment of this reader is not ours.
+            Some(Ok(m)) if m.topic() != topic || m.partition() != partition => {}
             Some(Ok(m)) => {
                 if m.key() == Some(CLOCK_KEY) {
                     if let Some(c) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
-                        clock = Some(c);
+                        checkpoint = Some(c);
                     }
                     if m.offset() + 1 >= high {
                         break;
@@ -120,8 +146,74 @@ pub fn restore_partition(
         }
     }
     c.unassign()?;
-    if let Some(clock) = clock {
-        engine.restore_clock(clock);
-    }
-    Ok((engine, restored.into_iter().collect()))
+    let at = match checkpoint {
+        None => RestoredAt::Fresh,
+        Some(Checkpoint { clock, offset }) => {
+            engine.restore_clock(clock);
+            offset.map_or(RestoredAt::Current, RestoredAt::Offset)
+        }
+    };
+    Ok((engine, restored.into_iter().collect(), at))
+}
+
+/// Re-runs the events of `partition` from `from` up to `until` (exclusive) through
+/// `engine` and drops the verdicts: they were committed with those offsets. The engine is
+/// deterministic, so this rebuilds exactly the state its predecessor had at `until`.
+/// Undecodable events are skipped as the predecessor skipped them (to the dead letters).
+/// Returns how many events were re-run.
+pub fn replay_events(
+    reader: &StateReader,
+    topic: &str,
+    partition: i32,
+    from: Offset,
+    until: i64,
+    engine: &mut Engine,
+) -> Result<u64, KafkaError> {
+    let c = &reader.consumer;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, from)?;
+    c.assign(&tpl)?;
+    let started = Instant::now();
+    let mut replayed = 0u64;
+    let mut scratch = Vec::new();
+    let result = loop {
+        if started.elapsed() > RESTORE_LIMIT {
+            break Err(KafkaError::Global(
+                rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+            ));
+        }
+        match c.poll(Duration::from_millis(200)) {
+            // A record fetched for an earlier assignment of this reader is not ours.
+            Some(Ok(m)) if m.topic() != topic || m.partition() != partition => {}
+            Some(Ok(m)) => {
+                if m.offset() >= until {
+                    break Ok(replayed);
+                }
+                if let Some(Ok(event)) = m.payload().map(|p| Event::decode_keyed(p, m.key())) {
+                    engine.handle_event(event, &mut scratch);
+                    scratch.clear();
+                    replayed += 1;
+                }
+                if m.offset() + 1 >= until {
+                    break Ok(replayed);
+                }
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) | None => {
+                let position = c
+                    .position()?
+                    .elements()
+                    .first()
+                    .and_then(|e| match e.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    });
+                if position.is_some_and(|p| p >= until) {
+                    break Ok(replayed);
+                }
+            }
+            Some(Err(e)) => break Err(e),
+        }
+    };
+    c.unassign()?;
+    result
 }

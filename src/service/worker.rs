@@ -3,7 +3,8 @@
 //! Rebalance callbacks commit before partitions leave and restore before they are used.
 
 use super::admin::{PartitionStatus, Shared};
-use super::state::{restore_partition, StateReader, CLOCK_KEY};
+use super::partition::{CheckpointPolicy, Part};
+use super::state::{replay_events, restore_partition, RestoredAt, StateReader};
 use super::txn::{classify, Class, GuardProducer, TxnProducer};
 use crate::config::{Config, Delivery};
 use crate::engine::event::{format_ts, Event, EVENT_TYPES};
@@ -18,13 +19,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// One owned partition: its engine and the next offset to commit.
-struct Part {
-    engine: Engine,
-    next_offset: Option<i64>,
-    last_stats: EngineStats,
-}
 
 /// Everything the consumer thread mutates; reached from the loop and from rebalance callbacks.
 pub struct Worker {
@@ -91,7 +85,7 @@ impl ConsumerContext for GuardContext {
             if consumer.assignment_lost() {
                 tracing::warn!("assignment lost: dropping uncommitted work");
                 w.abort();
-            } else if let Err(e) = w.commit(consumer) {
+            } else if let Err(e) = w.commit_final(consumer) {
                 // The batch is aborted: the kept partitions go back to their last commit.
                 tracing::error!(error = %e, "commit before revocation failed; rewinding");
                 w.needs_rewind = true;
@@ -129,10 +123,11 @@ impl ConsumerContext for GuardContext {
                     .insert(*p, PartitionStatus::Restoring);
             }
             self.shared.refresh_ready();
-            for p in parts {
-                if let Err(e) = w.restore(p) {
-                    w.fatal = Some(format!("restoring partition {p}: {e}"));
-                }
+            let restored = w
+                .committed(consumer, &parts)
+                .and_then(|committed| w.restore_all(&committed));
+            if let Err(e) = restored {
+                w.fatal = Some(format!("restoring partitions {parts:?}: {e}"));
             }
         }
         self.shared.joined.store(true, Ordering::Release);
@@ -165,27 +160,72 @@ impl Worker {
         self.cfg.kafka.delivery == Delivery::ExactlyOnce
     }
 
-    /// Loads a gained partition's sessions from the state topic before any of its events.
-    fn restore(&mut self, partition: i32) -> Result<(), KafkaError> {
+    /// The group's committed offset of each partition (None: nothing committed yet).
+    fn committed<C: ConsumerContext>(
+        &self,
+        consumer: &BaseConsumer<C>,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, Option<i64>>, KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        for p in partitions {
+            tpl.add_partition(&self.cfg.kafka.events_topic, *p);
+        }
+        let committed = consumer.committed_offsets(tpl, Duration::from_secs(10))?;
+        Ok(committed
+            .elements()
+            .iter()
+            .map(|e| match e.offset() {
+                Offset::Offset(o) => (e.partition(), Some(o)),
+                _ => (e.partition(), None),
+            })
+            .collect())
+    }
+
+    fn restore_all(&mut self, committed: &BTreeMap<i32, Option<i64>>) -> Result<(), KafkaError> {
+        for (&p, &offset) in committed {
+            self.restore(p, offset)?;
+        }
+        Ok(())
+    }
+
+    /// Loads a gained partition's sessions before any of its events: the last checkpoint
+    /// from the state topic, then the events from the checkpoint to the committed offset
+    /// re-run through the engine (their verdicts were committed by the previous owner).
+    fn restore(&mut self, partition: i32, committed: Option<i64>) -> Result<(), KafkaError> {
         let started = Instant::now();
         let engine = Engine::new(self.cfg.policy.clone(), self.cfg.engine.limits()).track_changes();
-        let (mut engine, restored) =
+        let (mut engine, restored, at) =
             restore_partition(&self.reader, &self.cfg.kafka.state_topic, partition, engine)?;
         engine.take_changes();
-        for id in restored {
+        let from = match (at, committed) {
+            (RestoredAt::Offset(c), Some(o)) if o > c => Some(Offset::Offset(c)),
+            (RestoredAt::Fresh, Some(o)) if o > 0 => Some(Offset::Beginning),
+            _ => None,
+        };
+        let replayed = match (from, committed) {
+            (Some(from), Some(until)) => replay_events(
+                &self.reader,
+                &self.cfg.kafka.events_topic,
+                partition,
+                from,
+                until,
+                &mut engine,
+            )?,
+            _ => 0,
+        };
+        self.shared.metrics.replayed_events.inc_by(replayed);
+        for id in restored.into_iter().chain(engine.session_ids()) {
             if let Some(summary) = engine.summary(&id) {
                 self.shared.sessions.insert(id, (partition, summary));
             }
         }
-        let last_stats = engine.stats();
-        self.parts.insert(
-            partition,
-            Part {
-                engine,
-                next_offset: None,
-                last_stats,
-            },
-        );
+        self.parts
+            .insert(partition, Part::new(engine, committed, replayed as usize));
+        let checkpoint = match at {
+            RestoredAt::Offset(o) => o.to_string(),
+            RestoredAt::Fresh => "none".into(),
+            RestoredAt::Current => "current".into(),
+        };
         self.shared
             .partitions
             .insert(partition, PartitionStatus::Active);
@@ -203,6 +243,9 @@ impl Worker {
         tracing::info!(
             partition,
             sessions = self.parts[&partition].engine.session_count(),
+            checkpoint,
+            committed = committed.unwrap_or(-1),
+            replayed,
             ms = started.elapsed().as_millis() as u64,
             "partition restored"
         );
@@ -239,7 +282,8 @@ impl Worker {
         if !self.parts.contains_key(&partition) {
             // A restore can wait for a crashed owner's transaction: never with ours open.
             self.commit(consumer)?;
-            self.restore(partition)?;
+            let committed = self.committed(consumer, &[partition])?;
+            self.restore_all(&committed)?;
         }
         self.begin()?;
         let m = &self.shared.metrics;
@@ -293,7 +337,7 @@ impl Worker {
             }
         }
         if let Some(part) = self.parts.get_mut(&partition) {
-            part.next_offset = Some(msg.offset() + 1);
+            part.processed(msg.offset());
         }
         self.batch_events += 1;
         Ok(())
@@ -356,17 +400,37 @@ impl Worker {
                     >= Duration::from_millis(self.cfg.kafka.batch_max_ms))
     }
 
-    /// Writes the touched sessions' state and commits verdicts, state and offsets together.
-    /// On failure nothing of the batch commits (the caller rewinds); a producer fenced by
-    /// its successor is recorded in `fatal`.
+    /// Commits the batch's verdicts and offsets, with a checkpoint of the partitions where
+    /// one is due, in one transaction. On failure nothing of the batch commits (the caller
+    /// rewinds); a producer fenced by its successor is recorded in `fatal`.
     pub fn commit<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
-        if self.batch_events == 0 && !self.producer.is_open() {
+        self.commit_with(consumer, false)
+    }
+
+    /// As `commit`, with a checkpoint of every partition that moved since its last one:
+    /// before partitions leave and at shutdown, so their next owner re-runs nothing.
+    pub fn commit_final<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+    ) -> Result<(), KafkaError> {
+        self.commit_with(consumer, true)
+    }
+
+    fn commit_with<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+        force_checkpoint: bool,
+    ) -> Result<(), KafkaError> {
+        let policy = self.checkpoint_policy();
+        let checkpoints =
+            force_checkpoint && self.parts.values().any(|p| p.checkpoint_due(policy, true));
+        if self.batch_events == 0 && !self.producer.is_open() && !checkpoints {
             return Ok(());
         }
-        let result = self.try_commit(consumer);
+        let result = self.try_commit(consumer, force_checkpoint);
         let outcome = if result.is_ok() { "commit" } else { "abort" };
         self.shared
             .metrics
@@ -384,9 +448,17 @@ impl Worker {
         result
     }
 
+    fn checkpoint_policy(&self) -> CheckpointPolicy {
+        CheckpointPolicy {
+            max_ms: self.cfg.kafka.checkpoint_max_ms,
+            max_events: self.cfg.kafka.checkpoint_max_events.get(),
+        }
+    }
+
     fn try_commit<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
+        force_checkpoint: bool,
     ) -> Result<(), KafkaError> {
         self.begin()?;
         let commit_started = Instant::now();
@@ -395,46 +467,21 @@ impl Worker {
         let mut offsets = TopicPartitionList::new();
         let topic = self.cfg.kafka.events_topic.clone();
         let state_topic = self.cfg.kafka.state_topic.clone();
+        let policy = self.checkpoint_policy();
         for (&p, part) in self.parts.iter_mut() {
-            let changes = part.engine.take_changes();
-            for id in &changes.touched {
-                if let Some(bytes) = part.engine.snapshot(id) {
-                    states += 1;
-                    state_bytes += bytes.len();
-                    send(
-                        self.producer.producer(),
-                        &state_topic,
-                        p,
-                        id.as_bytes(),
-                        Some(&bytes),
-                        None,
-                    )?;
-                }
-                if let Some(summary) = part.engine.summary(id) {
-                    self.shared.sessions.insert(id.clone(), (p, summary));
+            let (touched, removed) = part.collect_changes();
+            for id in touched {
+                if let Some(summary) = part.engine.summary(&id) {
+                    self.shared.sessions.insert(id, (p, summary));
                 }
             }
-            for id in &changes.removed {
-                send(
-                    self.producer.producer(),
-                    &state_topic,
-                    p,
-                    id.as_bytes(),
-                    None,
-                    None,
-                )?;
-                self.shared.sessions.remove(id);
+            for id in removed {
+                self.shared.sessions.remove(&id);
             }
-            if !changes.touched.is_empty() || !changes.removed.is_empty() {
-                let clock = serde_json::to_vec(&part.engine.clock()).unwrap_or_default();
-                send(
-                    self.producer.producer(),
-                    &state_topic,
-                    p,
-                    CLOCK_KEY,
-                    Some(&clock),
-                    None,
-                )?;
+            if part.checkpoint_due(policy, force_checkpoint) {
+                let written = part.write_checkpoint(self.producer.producer(), &state_topic, p)?;
+                states += written.records;
+                state_bytes += written.bytes;
             }
             let stats = part.engine.stats();
             record_stat_deltas(&self.shared, &part.last_stats, &stats);
@@ -498,22 +545,15 @@ impl Worker {
     ) -> Result<(), KafkaError> {
         self.abort();
         let owned: Vec<i32> = self.parts.keys().copied().collect();
-        let mut tpl = TopicPartitionList::new();
+        let committed = self.committed(consumer, &owned)?;
         for p in &owned {
-            tpl.add_partition(&self.cfg.kafka.events_topic, *p);
+            self.parts.remove(p);
         }
-        let committed = consumer.committed_offsets(tpl, Duration::from_secs(10))?;
-        for p in owned {
-            self.parts.remove(&p);
-            self.restore(p)?;
-        }
+        self.restore_all(&committed)?;
         let mut seek = TopicPartitionList::new();
-        for e in committed.elements() {
-            let offset = match e.offset() {
-                Offset::Offset(o) => Offset::Offset(o),
-                _ => Offset::Beginning,
-            };
-            seek.add_partition_offset(e.topic(), e.partition(), offset)?;
+        for (&p, offset) in &committed {
+            let offset = offset.map_or(Offset::Beginning, Offset::Offset);
+            seek.add_partition_offset(&self.cfg.kafka.events_topic, p, offset)?;
         }
         consumer.seek_partitions(seek, Duration::from_secs(10))?;
         Ok(())
@@ -537,7 +577,7 @@ fn record_stat_deltas(shared: &Shared, before: &EngineStats, after: &EngineStats
 }
 
 /// Sends one record, waiting for queue space rather than dropping it.
-fn send(
+pub(super) fn send(
     producer: &GuardProducer,
     topic: &str,
     partition: i32,

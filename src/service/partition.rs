@@ -1,0 +1,124 @@
+//! One owned events partition: its engine, the offsets it has reached, and the sessions
+//! changed since its last checkpoint. A checkpoint writes those sessions' state (or
+//! tombstones) and the checkpoint record to the state topic, inside the batch transaction
+//! that commits the same offset, so state and offsets always agree.
+
+use super::state::{Checkpoint, CLOCK_KEY};
+use super::txn::GuardProducer;
+use crate::engine::{Engine, EngineStats};
+use rdkafka::error::KafkaError;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+pub struct Part {
+    pub engine: Engine,
+    /// Offset to commit with the open batch (the next event after the batch's last).
+    pub next_offset: Option<i64>,
+    /// The next event to process, as far as the engine's state goes.
+    position: Option<i64>,
+    pub last_stats: EngineStats,
+    /// Sessions changed since the last checkpoint (by events, sweeps, evictions, re-runs).
+    pending: BTreeSet<String>,
+    events_since_checkpoint: usize,
+    last_checkpoint: Instant,
+}
+
+/// When checkpoints are due: whichever limit is reached first; `max_ms == 0` means at
+/// every batch.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckpointPolicy {
+    pub max_ms: u64,
+    pub max_events: usize,
+}
+
+/// What one checkpoint wrote.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Written {
+    pub records: usize,
+    pub bytes: usize,
+}
+
+impl Part {
+    /// A partition restored to `position`, `replayed` events past its last checkpoint.
+    pub fn new(mut engine: Engine, position: Option<i64>, replayed: usize) -> Self {
+        let changes = engine.take_changes();
+        let pending = changes.touched.into_iter().chain(changes.removed).collect();
+        Part {
+            last_stats: engine.stats(),
+            engine,
+            next_offset: None,
+            position,
+            pending,
+            events_since_checkpoint: replayed,
+            last_checkpoint: Instant::now(),
+        }
+    }
+
+    /// Notes one processed event at `offset`.
+    pub fn processed(&mut self, offset: i64) {
+        self.next_offset = Some(offset + 1);
+        self.position = Some(offset + 1);
+        self.events_since_checkpoint += 1;
+    }
+
+    /// Collects the sessions changed since the last call; returns them for the admin view.
+    pub fn collect_changes(&mut self) -> (Vec<String>, Vec<String>) {
+        let changes = self.engine.take_changes();
+        self.pending.extend(changes.touched.iter().cloned());
+        self.pending.extend(changes.removed.iter().cloned());
+        (
+            changes.touched.into_iter().collect(),
+            changes.removed.into_iter().collect(),
+        )
+    }
+
+    pub fn checkpoint_due(&self, policy: CheckpointPolicy, force: bool) -> bool {
+        let anything = self.events_since_checkpoint > 0 || !self.pending.is_empty();
+        anything
+            && self.position.is_some()
+            && (force
+                || policy.max_ms == 0
+                || self.events_since_checkpoint >= policy.max_events
+                || self.last_checkpoint.elapsed() >= Duration::from_millis(policy.max_ms))
+    }
+
+    /// Writes the pending sessions and the checkpoint record into the open batch.
+    pub fn write_checkpoint(
+        &mut self,
+        producer: &GuardProducer,
+        state_topic: &str,
+        partition: i32,
+    ) -> Result<Written, KafkaError> {
+        let mut written = Written::default();
+        for id in &self.pending {
+            let snapshot = self.engine.snapshot(id);
+            written.records += 1;
+            written.bytes += snapshot.as_ref().map_or(0, Vec::len);
+            super::worker::send(
+                producer,
+                state_topic,
+                partition,
+                id.as_bytes(),
+                snapshot.as_deref(),
+                None,
+            )?;
+        }
+        let record = Checkpoint {
+            clock: self.engine.clock(),
+            offset: self.position,
+        };
+        let bytes = serde_json::to_vec(&record).unwrap_or_default();
+        super::worker::send(
+            producer,
+            state_topic,
+            partition,
+            CLOCK_KEY,
+            Some(&bytes),
+            None,
+        )?;
+        self.pending.clear();
+        self.events_since_checkpoint = 0;
+        self.last_checkpoint = Instant::now();
+        Ok(written)
+    }
+}
