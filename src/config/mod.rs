@@ -133,45 +133,94 @@ pub fn load_with_env(
         }
         builder = builder.add_source(config::File::new(path, config::FileFormat::Toml));
     }
-    // librdkafka property names hold dots, which the layered loader would read as nesting:
-    // LOOPGUARD__KAFKA__PROPERTIES__SASL_USERNAME is applied by hand as `sasl.username`.
-    let mut props = Vec::new();
-    let env: std::collections::HashMap<String, String> = env
-        .filter(|(k, _)| k.starts_with("LOOPGUARD__"))
-        .filter(
-            |(k, v)| match k.strip_prefix("LOOPGUARD__KAFKA__PROPERTIES__") {
-                Some(prop) => {
-                    props.push((prop.to_lowercase().replace('_', "."), v.clone()));
-                    false
-                }
-                None => true,
-            },
-        )
-        .collect();
-    builder = builder.add_source(
-        config::Environment::with_prefix("LOOPGUARD")
-            .prefix_separator("__")
-            .separator("__")
-            .try_parsing(true)
-            .source(Some(env)),
-    );
     let raw = builder
         .build()
         .map_err(|e| ConfigError::Load(e.to_string()))?;
     let mut tree: Value = raw
         .try_deserialize()
         .map_err(|e| ConfigError::Load(e.to_string()))?;
-    if let Some(kafka) = tree.get_mut("kafka").and_then(Value::as_object_mut) {
-        let entry = kafka
-            .entry("properties")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(map) = entry.as_object_mut() {
-            for (k, v) in props {
-                map.insert(k, Value::String(v));
+    let mut env: Vec<(String, String)> =
+        env.filter(|(k, _)| k.starts_with("LOOPGUARD__")).collect();
+    env.sort();
+    let env_problems: Vec<String> = env
+        .iter()
+        .filter_map(|(key, value)| apply_env(&mut tree, key, value))
+        .collect();
+    match (from_tree(tree), env_problems.is_empty()) {
+        (result, true) => result,
+        (Ok(_), false) => Err(ConfigError::Invalid(env_problems)),
+        (Err(ConfigError::Invalid(more)), false) => Err(ConfigError::Invalid(
+            env_problems.into_iter().chain(more).collect(),
+        )),
+        (Err(e), false) => Err(e),
+    }
+}
+
+/// Applies one `LOOPGUARD__SECTION__KEY` variable to the tree. The value takes the type of
+/// the setting it replaces (a number for `batch_max_events`, text for `group_id` even when
+/// it looks like a number, a list split on commas); a setting without a default is read as
+/// a number or boolean when it is one. librdkafka property names hold dots, so
+/// `LOOPGUARD__KAFKA__PROPERTIES__SASL_USERNAME` sets `sasl.username`, always as text.
+/// Returns a problem when the value cannot have the setting's type.
+fn apply_env(tree: &mut Value, key: &str, value: &str) -> Option<String> {
+    let rest = key.strip_prefix("LOOPGUARD__")?;
+    let mut path: Vec<String> = rest.split("__").map(str::to_lowercase).collect();
+    if path.len() == 3 && path[0] == "kafka" && path[1] == "properties" {
+        path[2] = path[2].replace('_', ".");
+        set_path(tree, &path, Value::String(value.to_string()));
+        return None;
+    }
+    let current = path.iter().try_fold(&*tree, |node, k| node.get(k));
+    let wrong = |what: &str| Some(format!("{key}: `{value}` is not {what}"));
+    let typed = match current {
+        Some(Value::String(_)) => Value::String(value.to_string()),
+        Some(Value::Bool(_)) => match value.trim().to_ascii_lowercase().as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            _ => return wrong("true or false"),
+        },
+        Some(Value::Number(_)) => match serde_json::from_str::<serde_json::Number>(value.trim()) {
+            Ok(n) => Value::Number(n),
+            Err(_) => return wrong("a number"),
+        },
+        Some(Value::Array(_)) if value.trim_start().starts_with('[') => {
+            match serde_json::from_str(value) {
+                Ok(v) => v,
+                Err(_) => return wrong("a JSON list"),
             }
         }
+        Some(Value::Array(_)) => Value::Array(
+            value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_string()))
+                .collect(),
+        ),
+        _ => match serde_json::from_str::<Value>(value.trim()) {
+            Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
+            _ => Value::String(value.to_string()),
+        },
+    };
+    set_path(tree, &path, typed);
+    None
+}
+
+fn set_path(tree: &mut Value, path: &[String], value: Value) {
+    let mut node = tree;
+    for k in &path[..path.len() - 1] {
+        if !node.is_object() {
+            *node = Value::Object(Default::default());
+        }
+        node = node
+            .as_object_mut()
+            .expect("made an object above")
+            .entry(k.clone())
+            .or_insert_with(|| Value::Object(Default::default()));
     }
-    from_tree(tree)
+    if let (Some(map), Some(last)) = (node.as_object_mut(), path.last()) {
+        map.insert(last.clone(), value);
+    }
 }
 
 /// Validates a configuration tree, collecting every problem.
@@ -278,10 +327,60 @@ mod tests {
         let c = load_with_env(f.path().to_str(), env.into_iter()).unwrap();
         assert_eq!(c.kafka.group_id, "from-env");
         assert_eq!(c.kafka.batch_max_events.get(), 7);
+        assert_eq!(c.kafka.batch_max_events.get(), 7);
         assert_eq!(c.policy.global().budget.max_tool_rounds, 20);
         assert!(c
             .kafka_properties()
             .contains(&("sasl.username".to_string(), "me".to_string())));
+    }
+
+    #[test]
+    fn env_values_take_the_type_of_the_setting_they_replace() {
+        let env = [
+            ("LOOPGUARD__KAFKA__GROUP_ID", "20240601"),
+            ("LOOPGUARD__ADMIN__DEBUG_TOKEN", "123456"),
+            ("LOOPGUARD__KAFKA__BATCH_MAX_EVENTS", "64"),
+            ("LOOPGUARD__METRICS__TENANT_LABEL", "true"),
+            (
+                "LOOPGUARD__METRICS__TENANT_ALLOW_LIST",
+                "team-red, team-blue",
+            ),
+            ("LOOPGUARD__KAFKA__PROPERTIES__SASL_PASSWORD", "0042"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let c = load_with_env(None, env.into_iter()).unwrap();
+        assert_eq!(c.kafka.group_id, "20240601");
+        assert_eq!(c.admin.debug_token, "123456");
+        assert_eq!(c.kafka.batch_max_events.get(), 64);
+        assert!(c.metrics.tenant_label);
+        assert_eq!(c.metrics.tenant_allow_list, ["team-red", "team-blue"]);
+        assert!(c
+            .kafka_properties()
+            .contains(&("sasl.password".to_string(), "0042".to_string())));
+    }
+
+    #[test]
+    fn a_bad_env_value_is_reported_with_its_setting() {
+        let problems = |env: &[(&str, &str)]| {
+            let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+            match load_with_env(None, env).unwrap_err() {
+                ConfigError::Invalid(problems) => problems,
+                e => panic!("{e}"),
+            }
+        };
+        let p = problems(&[
+            ("LOOPGUARD__KAFKA__BATCH_MAX_EVENTS", "many"),
+            ("LOOPGUARD__METRICS__MODEL_LABEL", "yes"),
+        ]);
+        assert_eq!(
+            p,
+            [
+                "LOOPGUARD__KAFKA__BATCH_MAX_EVENTS: `many` is not a number",
+                "LOOPGUARD__METRICS__MODEL_LABEL: `yes` is not true or false"
+            ]
+        );
+        let p = problems(&[("LOOPGUARD__KAFKA__NO_SUCH_KEY", "1")]);
+        assert!(p.iter().any(|p| p.contains("no_such_key")), "{p:?}");
     }
 
     #[test]

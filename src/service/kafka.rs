@@ -46,6 +46,10 @@ pub fn consumer_config(cfg: &Config) -> ClientConfig {
         .set("heartbeat.interval.ms", "1000")
         .set("statistics.interval.ms", "5000")
         .set("fetch.wait.max.ms", "10")
+        // librdkafka waits this long before fetching again once a partition's queue is over
+        // `queued.min.messages`; its 1 s default starved the guard between batches (it
+        // drained the queue in a fraction of that): 12,000 events/s instead of 36,000.
+        .set("fetch.queue.backoff.ms", "10")
         .set(
             "queued.max.messages.kbytes",
             cfg.kafka.queue_max_kbytes.to_string(),
