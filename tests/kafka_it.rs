@@ -491,6 +491,10 @@ async fn malformed_events_go_to_the_dead_letter_topic_and_offsets_move_on() {
         "x".repeat(600_000)
     );
     env.produce_raw("s-big", huge.as_bytes());
+    // Not JSON and near the broker's record limit: dead-lettered with its head only.
+    let mut near_limit = b"{not json ".to_vec();
+    near_limit.resize(950_000, b'x');
+    env.produce_raw("s-bad", &near_limit);
     let events = loopguard::fleet::session(
         loopguard::fleet::Scenario::DoomLoop,
         "s-loop",
@@ -517,7 +521,14 @@ async fn malformed_events_go_to_the_dead_letter_topic_and_offsets_move_on() {
         .iter()
         .map(|(_, _, _, h)| &h["loopguard-error-reason"])
         .collect();
-    assert_eq!(dlq.len(), 5, "{listed:?}");
+    assert_eq!(dlq.len(), 6, "{listed:?}");
+    let cut: Vec<_> = dlq
+        .iter()
+        .filter(|(_, _, _, h)| h.contains_key("loopguard-payload-truncated"))
+        .collect();
+    assert_eq!(cut.len(), 1);
+    assert_eq!(cut[0].3["loopguard-payload-truncated"], "950000");
+    assert_eq!(cut[0].2.as_ref().map(Vec::len), Some(64 * 1024));
     assert_eq!(
         reasons,
         [

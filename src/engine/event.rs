@@ -8,6 +8,12 @@ use thiserror::Error;
 /// Limits on identifiers (contract v1).
 pub const MAX_EVENT_ID_CHARS: usize = 128;
 pub const MAX_SESSION_ID_CHARS: usize = 256;
+/// Longest turn id, call id, tool name, tenant, agent or model: names, not payloads.
+pub const MAX_NAME_CHARS: usize = 256;
+/// Longest evidence string (resource, state before/after, output hash).
+pub const MAX_EVIDENCE_CHARS: usize = 1024;
+/// Longer error texts are cut (they are compared, not kept whole).
+pub const MAX_ERROR_CHARS: usize = 4096;
 /// Latest event time accepted: 9999-12-31T23:59:59.999Z (keeps time arithmetic in range).
 pub const MAX_TS_MS: i64 = 253_402_300_799_999;
 
@@ -308,7 +314,9 @@ impl Event {
             agent: w.agent,
             model: w.model,
         };
-        Ok(Event { meta, body })
+        let mut event = Event { meta, body };
+        event.check_sizes()?;
+        Ok(event)
     }
 
     /// The wire (JSON) form of this event, as a runtime would publish it.
@@ -383,6 +391,65 @@ impl Event {
             Body::TurnEnd { .. } | Body::Compaction | Body::SessionEnd | Body::Unknown { .. } => {}
         }
         Value::Object(o)
+    }
+}
+
+impl Event {
+    /// Names and evidence are bounded (they are kept in the session's windows and state);
+    /// an error text is cut instead, since a long stack trace is a normal error.
+    fn check_sizes(&mut self) -> Result<(), DecodeError> {
+        let m = &self.meta;
+        for (field, value) in [
+            ("tenant", &m.tenant),
+            ("agent", &m.agent),
+            ("model", &m.model),
+        ] {
+            check_max(field, value.as_deref(), MAX_NAME_CHARS)?;
+        }
+        check_max("turn_id", self.body.turn_id(), MAX_NAME_CHARS)?;
+        match &mut self.body {
+            Body::ToolCall { call_id, tool, .. } => {
+                check_max("call_id", Some(call_id), MAX_NAME_CHARS)?;
+                check_max("tool", Some(tool), MAX_NAME_CHARS)?;
+            }
+            Body::ToolResult {
+                call_id,
+                tool,
+                error,
+                evidence,
+                ..
+            } => {
+                check_max("call_id", Some(call_id), MAX_NAME_CHARS)?;
+                check_max("tool", Some(tool), MAX_NAME_CHARS)?;
+                if let Some(e) = evidence {
+                    for (field, value) in [
+                        ("evidence.resource", &e.resource),
+                        ("evidence.state_before", &e.state_before),
+                        ("evidence.state_after", &e.state_after),
+                        ("evidence.output_hash", &e.output_hash),
+                    ] {
+                        check_max(field, value.as_deref(), MAX_EVIDENCE_CHARS)?;
+                    }
+                }
+                if let Some(text) = error {
+                    if let Some((cut, _)) = text.char_indices().nth(MAX_ERROR_CHARS) {
+                        text.truncate(cut);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn check_max(field: &'static str, s: Option<&str>, max: usize) -> Result<(), DecodeError> {
+    match s.map(|s| s.chars().count()) {
+        Some(n) if n > max => Err(DecodeError::InvalidField {
+            field,
+            why: format!("length {n} over {max}"),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -505,6 +572,43 @@ mod tests {
             br#"{"v":1,"event_id":"e","session_id":"s","ts":true,"type":"compaction"}"#,
         );
         assert_eq!(e.unwrap_err().reason(), "invalid_field");
+    }
+
+    #[test]
+    fn names_and_evidence_are_bounded_and_errors_are_cut() {
+        let long = "x".repeat(MAX_NAME_CHARS + 1);
+        let call = format!(
+            r#"{{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"tool_call","turn_id":"t","call_id":"c","tool":"{long}"}}"#
+        );
+        let e = Event::decode(call.as_bytes()).unwrap_err();
+        assert_eq!(e.reason(), "invalid_field");
+        assert!(e.to_string().contains("tool"), "{e}");
+        let tenant = format!(
+            r#"{{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"compaction","tenant":"{long}"}}"#
+        );
+        assert_eq!(
+            Event::decode(tenant.as_bytes()).unwrap_err().reason(),
+            "invalid_field"
+        );
+        let hash = "h".repeat(MAX_EVIDENCE_CHARS + 1);
+        let result = format!(
+            r#"{{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"tool_result","call_id":"c","tool":"t","status":"ok","evidence":{{"output_hash":"{hash}"}}}}"#
+        );
+        assert_eq!(
+            Event::decode(result.as_bytes()).unwrap_err().reason(),
+            "invalid_field"
+        );
+        let trace = "é".repeat(MAX_ERROR_CHARS * 2);
+        let failed = format!(
+            r#"{{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"tool_result","call_id":"c","tool":"t","status":"error","error":"{trace}"}}"#
+        );
+        let Body::ToolResult {
+            error: Some(error), ..
+        } = Event::decode(failed.as_bytes()).unwrap().body
+        else {
+            panic!("a tool result with an error")
+        };
+        assert_eq!(error.chars().count(), MAX_ERROR_CHARS);
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub struct Metrics {
     pub rebalances: IntCounterVec,
     pub state_restore: Histogram,
     pub replayed_events: IntCounter,
+    pub state_too_large: IntCounter,
     pub transactions: IntCounterVec,
     pub ready: IntGauge,
     labels: LabelPolicy,
@@ -140,6 +141,11 @@ impl Metrics {
             )?,
             replayed_events: {
                 let c = IntCounter::new("loopguard_restore_replayed_events_total", "Events re-run (verdicts dropped) to bring restored partitions from their checkpoint to the committed offset.")?;
+                r.register(Box::new(c.clone()))?;
+                c
+            },
+            state_too_large: {
+                let c = IntCounter::new("loopguard_state_too_large_total", "Session states too large for a state record, written as tombstones (the next owner starts those sessions afresh).")?;
                 r.register(Box::new(c.clone()))?;
                 c
             },

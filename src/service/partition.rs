@@ -36,7 +36,14 @@ pub struct CheckpointPolicy {
 pub struct Written {
     pub records: usize,
     pub bytes: usize,
+    /// Sessions whose state was too large for a record: written as tombstones instead.
+    pub too_large: usize,
 }
+
+/// Largest state record written; under Kafka's default 1 MB record limit with room for
+/// the key and headers. The engine's bounds keep sessions far below it; a session over
+/// it would otherwise make every checkpoint of its partition fail, forever.
+pub const MAX_STATE_RECORD_BYTES: usize = 900_000;
 
 impl Part {
     /// A partition restored to `position`, `replayed` events past its last checkpoint.
@@ -91,7 +98,19 @@ impl Part {
     ) -> Result<Written, KafkaError> {
         let mut written = Written::default();
         for id in &self.pending {
-            let snapshot = self.engine.snapshot(id);
+            let mut snapshot = self.engine.snapshot(id);
+            if snapshot
+                .as_ref()
+                .is_some_and(|s| s.len() > MAX_STATE_RECORD_BYTES)
+            {
+                tracing::error!(
+                    session = %id,
+                    bytes = snapshot.as_ref().map_or(0, Vec::len),
+                    "session state too large for a record: its next owner starts it afresh"
+                );
+                written.too_large += 1;
+                snapshot = None;
+            }
             written.records += 1;
             written.bytes += snapshot.as_ref().map_or(0, Vec::len);
             super::worker::send(

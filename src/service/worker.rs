@@ -382,12 +382,24 @@ impl Worker {
                 value: Some(&offset),
             });
         let key = msg.key().unwrap_or_default();
+        // A record near the broker's size limit cannot be copied whole with our headers:
+        // keep its head and say so; the original stays at the source offset.
+        let mut payload = msg.payload();
+        let mut headers = headers;
+        if let Some(p) = payload.filter(|p| p.len() > DLQ_MAX_PAYLOAD) {
+            let original = p.len().to_string();
+            headers = headers.insert(Header {
+                key: "loopguard-payload-truncated",
+                value: Some(&original),
+            });
+            payload = Some(&p[..DLQ_TRUNCATED_PAYLOAD]);
+        }
         send(
             self.producer.producer(),
             &self.cfg.kafka.dlq_topic,
             -1,
             key,
-            msg.payload(),
+            payload,
             Some(headers),
         )
     }
@@ -482,6 +494,10 @@ impl Worker {
                 let written = part.write_checkpoint(self.producer.producer(), &state_topic, p)?;
                 states += written.records;
                 state_bytes += written.bytes;
+                self.shared
+                    .metrics
+                    .state_too_large
+                    .inc_by(written.too_large as u64);
             }
             let stats = part.engine.stats();
             record_stat_deltas(&self.shared, &part.last_stats, &stats);
@@ -575,6 +591,10 @@ fn record_stat_deltas(shared: &Shared, before: &EngineStats, after: &EngineStats
     m.escalations_given_up
         .inc_by(d(before.escalations_given_up, after.escalations_given_up));
 }
+
+/// Dead letters larger than this are cut to `DLQ_TRUNCATED_PAYLOAD` bytes.
+const DLQ_MAX_PAYLOAD: usize = 900_000;
+const DLQ_TRUNCATED_PAYLOAD: usize = 64 * 1024;
 
 /// Sends one record, waiting for queue space rather than dropping it.
 pub(super) fn send(
