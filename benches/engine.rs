@@ -3,6 +3,10 @@
 
 mod workloads;
 
+/// The allocator the service ships with (`src/main.rs`), so the figures are the service's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
 use workloads::{decode_and_run, fleet, run, wire};

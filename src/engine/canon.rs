@@ -10,19 +10,21 @@ pub fn hash64(bytes: &[u8]) -> u64 {
 }
 
 /// Writes `v` as compact JSON with object keys sorted, skipping keys for which `drop` is true.
+/// (serde_json's `Map` is a `BTreeMap` here, so it iterates in key order; the test
+/// `key_order_and_whitespace_do_not_matter` fails if a `preserve_order` feature sneaks in.)
 pub fn write_canonical(v: &Value, drop: &dyn Fn(&str) -> bool, out: &mut String) {
     match v {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().filter(|k| !drop(k)).collect();
-            keys.sort();
             out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
+            let mut first = true;
+            for (k, v) in map.iter().filter(|(k, _)| !drop(k)) {
+                if !first {
                     out.push(',');
                 }
+                first = false;
                 write_string(k, out);
                 out.push(':');
-                write_canonical(&map[k], drop, out);
+                write_canonical(v, drop, out);
             }
             out.push('}');
         }
@@ -37,13 +39,47 @@ pub fn write_canonical(v: &Value, drop: &dyn Fn(&str) -> bool, out: &mut String)
             out.push(']');
         }
         Value::String(s) => write_string(s, out),
-        other => out.push_str(&other.to_string()),
+        Value::Number(n) => {
+            use std::fmt::Write;
+            let _ = write!(out, "{n}");
+        }
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Null => out.push_str("null"),
     }
 }
 
+/// A JSON string literal, escaped exactly as serde_json escapes it (`"`, `\\`, the five
+/// short control escapes, other control chars as lower-case `\u00xx`), without allocating.
 fn write_string(s: &str, out: &mut String) {
-    // serde_json's escaping is canonical for a given string.
-    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if short.is_empty() {
+            out.push_str("\\u00");
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xf) as usize] as char);
+        } else {
+            out.push_str(short);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
 }
 
 /// Canonical args text.
@@ -63,7 +99,7 @@ pub fn canonical_without(args: &Value, keys: &[String]) -> String {
 /// A fingerprint of the values under identity keys (any depth); 0 when there are none.
 pub fn identity_fingerprint(args: &Value, keys: &[String]) -> u64 {
     let mut acc = String::new();
-    collect_identity(args, keys, "", &mut acc);
+    collect_identity(args, keys, &mut String::new(), &mut acc);
     if acc.is_empty() {
         0
     } else {
@@ -71,26 +107,31 @@ pub fn identity_fingerprint(args: &Value, keys: &[String]) -> u64 {
     }
 }
 
-fn collect_identity(v: &Value, keys: &[String], path: &str, acc: &mut String) {
+/// `path` is the key path so far (`/a/0/b`); it is extended and restored in place.
+fn collect_identity(v: &Value, keys: &[String], path: &mut String, acc: &mut String) {
+    let len = path.len();
     match v {
         Value::Object(map) => {
-            let mut names: Vec<&String> = map.keys().collect();
-            names.sort();
-            for k in names {
-                let here = format!("{path}/{k}");
+            for (k, v) in map {
+                path.push('/');
+                path.push_str(k);
                 if keys.iter().any(|x| x == k) {
-                    acc.push_str(&here);
+                    acc.push_str(path);
                     acc.push('=');
-                    write_canonical(&map[k], &|_| false, acc);
+                    write_canonical(v, &|_| false, acc);
                     acc.push('\n');
                 } else {
-                    collect_identity(&map[k], keys, &here, acc);
+                    collect_identity(v, keys, path, acc);
                 }
+                path.truncate(len);
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                collect_identity(item, keys, &format!("{path}/{i}"), acc);
+                use std::fmt::Write;
+                let _ = write!(path, "/{i}");
+                collect_identity(item, keys, path, acc);
+                path.truncate(len);
             }
         }
         Value::String(s) => {
@@ -162,6 +203,19 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"a":{"x":"s","y":1},"b":[1,2]}"#).unwrap();
         assert_eq!(canonical(&a), canonical(&b));
         assert_eq!(canonical(&a), r#"{"a":{"x":"s","y":1},"b":[1,2]}"#);
+    }
+
+    #[test]
+    fn strings_are_escaped_exactly_as_serde_json_escapes_them() {
+        let mut all: String = (0u8..0x80).map(char::from).collect();
+        all.push_str("é漢🦀\u{2028}\u{7f}/");
+        for s in [all.as_str(), "", "plain", "a\"b\\c", "\u{1}\u{1f}"] {
+            let mut out = String::new();
+            write_string(s, &mut out);
+            assert_eq!(out, serde_json::to_string(s).unwrap());
+        }
+        let v = json!({"n": 1.5, "i": -3, "u": 18446744073709551615u64, "t": true, "f": false, "z": null});
+        assert_eq!(canonical(&v), serde_json::to_string(&v).unwrap());
     }
 
     #[test]

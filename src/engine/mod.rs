@@ -63,7 +63,8 @@ struct Slot {
 pub struct Engine {
     policies: PolicySet,
     limits: Limits,
-    sessions: HashMap<String, Slot>,
+    /// Keyed with xxh3 (fixed seed): fast, and nothing depends on the iteration order.
+    sessions: HashMap<String, Slot, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
     watermark: i64,
     last_sweep: i64,
     stats: EngineStats,
@@ -92,7 +93,7 @@ impl Engine {
         Engine {
             policies,
             limits,
-            sessions: HashMap::new(),
+            sessions: HashMap::default(),
             watermark: i64::MIN,
             last_sweep: i64::MIN,
             stats: EngineStats::default(),
@@ -139,13 +140,16 @@ impl Engine {
             return Handled::SessionEnded;
         }
         let ttl = self.limits.session_ttl_ms;
-        if let Some(slot) = self.sessions.get(id) {
-            if ts.saturating_sub(slot.state.last_ms) > ttl {
+        let known = match self.sessions.get(id) {
+            Some(slot) if ts.saturating_sub(slot.state.last_ms) > ttl => {
                 self.sessions.remove(id);
                 self.stats.evicted_ttl += 1;
+                false
             }
-        }
-        if !self.sessions.contains_key(id) {
+            Some(_) => true,
+            None => false,
+        };
+        if !known {
             let m = &event.meta;
             let policy = self
                 .policies
