@@ -15,6 +15,10 @@ mod workloads;
 
 use std::time::Instant;
 
+/// The allocator the service ships with (`src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let what = args.next().unwrap_or_else(|| "tools".into());

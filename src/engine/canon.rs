@@ -84,14 +84,14 @@ fn write_string(s: &str, out: &mut String) {
 
 /// Canonical args text.
 pub fn canonical(args: &Value) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(256);
     write_canonical(args, &|_| false, &mut s);
     s
 }
 
 /// Canonical args text with the listed keys removed at any depth.
 pub fn canonical_without(args: &Value, keys: &[String]) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(256);
     write_canonical(args, &|k| keys.iter().any(|x| x == k), &mut s);
     s
 }

@@ -228,7 +228,10 @@ pub const EVENT_TYPES: [&str; 9] = [
 impl Event {
     /// Decodes one event from its JSON bytes.
     pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
-        let wire: WireEvent = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+        // One UTF-8 check of the whole record, instead of one per JSON string.
+        let text =
+            std::str::from_utf8(bytes).map_err(|e| DecodeError::Json(format!("not UTF-8: {e}")))?;
+        let wire: WireEvent = serde_json::from_str(text).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => DecodeError::WrongType(e.to_string()),
             _ => DecodeError::Json(e.to_string()),
         })?;

@@ -151,10 +151,14 @@ pub fn verdict_id(session_id: &str, event_id: &str, rule: Rule, attempt: u32) ->
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
-    h.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = h.finalize();
+    let mut id = String::with_capacity(32);
+    for b in &digest[..16] {
+        id.push(HEX[(b >> 4) as usize] as char);
+        id.push(HEX[(b & 0xf) as usize] as char);
+    }
+    id
 }
 
 /// Cuts `s` to at most `max` chars (on a char boundary), for evidence spans.
