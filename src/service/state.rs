@@ -6,7 +6,7 @@ use crate::engine::event::Event;
 use crate::engine::{Clock, Engine};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 
@@ -62,68 +62,37 @@ pub enum RestoredAt {
 /// Longest a restore may take before the instance gives up (and is restarted).
 const RESTORE_LIMIT: Duration = Duration::from_secs(600);
 
-/// Restores every session of `partition`'s last checkpoint into `engine`; returns it with
-/// the restored ids and where the checkpoint stands.
-pub fn restore_partition(
+/// Reads `partition` of `topic` from `from` until the position reaches `until` (exclusive),
+/// handing each record to `each`. With read_committed, waiting for the position (not for
+/// the first partition end, which is the last stable offset) means every transaction
+/// started before `until` was taken is decided, committed or aborted.
+fn read_range(
     reader: &StateReader,
     topic: &str,
     partition: i32,
-    mut engine: Engine,
-) -> Result<(Engine, Vec<String>, RestoredAt), KafkaError> {
+    from: Offset,
+    until: i64,
+    mut each: impl FnMut(&BorrowedMessage<'_>),
+) -> Result<(), KafkaError> {
     let c = &reader.consumer;
-    let (low, high) = c.fetch_watermarks(topic, partition, Duration::from_secs(10))?;
-    let mut restored = std::collections::BTreeSet::new();
-    if high <= low {
-        return Ok((engine, Vec::new(), RestoredAt::Fresh));
-    }
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Beginning)?;
+    tpl.add_partition_offset(topic, partition, from)?;
     c.assign(&tpl)?;
     let started = Instant::now();
-    let mut checkpoint: Option<Checkpoint> = None;
-    // Read up to the high watermark taken above, not just to the first partition end: with
-    // read_committed the end is the last stable offset, and a transaction that the previous
-    // owner just committed may not have its markers written yet. Waiting for the position to
-    // pass the high watermark means every transaction started before is decided.
-    loop {
+    let result = loop {
         if started.elapsed() > RESTORE_LIMIT {
-            c.unassign()?;
-            return Err(KafkaError::Global(
+            break Err(KafkaError::Global(
                 rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
             ));
         }
         match c.poll(Duration::from_millis(200)) {
             // A record fetched for an earlier assignment of this reader is not ours.
             Some(Ok(m)) if m.topic() != topic || m.partition() != partition => {}
+            Some(Ok(m)) if m.offset() >= until => break Ok(()),
             Some(Ok(m)) => {
-                if m.key() == Some(CLOCK_KEY) {
-                    if let Some(c) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
-                        checkpoint = Some(c);
-                    }
-                    if m.offset() + 1 >= high {
-                        break;
-                    }
-                    continue;
-                }
-                let Some(key) = m.key().map(|k| String::from_utf8_lossy(k).into_owned()) else {
-                    continue;
-                };
-                match m.payload() {
-                    Some(bytes) => match engine.restore(&key, bytes) {
-                        Ok(()) => {
-                            restored.insert(key);
-                        }
-                        Err(e) => {
-                            tracing::warn!(session = %key, error = %e, "unreadable state record skipped")
-                        }
-                    },
-                    None => {
-                        engine.forget(&key);
-                        restored.remove(&key);
-                    }
-                }
-                if m.offset() + 1 >= high {
-                    break;
+                each(&m);
+                if m.offset() + 1 >= until {
+                    break Ok(());
                 }
             }
             Some(Err(KafkaError::PartitionEOF(_))) | None => {
@@ -135,17 +104,61 @@ pub fn restore_partition(
                         Offset::Offset(o) => Some(o),
                         _ => None,
                     });
-                if position.is_some_and(|p| p >= high) {
-                    break;
+                if position.is_some_and(|p| p >= until) {
+                    break Ok(());
                 }
             }
-            Some(Err(e)) => {
-                c.unassign()?;
-                return Err(e);
+            Some(Err(e)) => break Err(e),
+        }
+    };
+    c.unassign()?;
+    result
+}
+
+/// Restores every session of `partition`'s last checkpoint into `engine`; returns it with
+/// the restored ids and where the checkpoint stands.
+pub fn restore_partition(
+    reader: &StateReader,
+    topic: &str,
+    partition: i32,
+    mut engine: Engine,
+) -> Result<(Engine, Vec<String>, RestoredAt), KafkaError> {
+    let (low, high) =
+        reader
+            .consumer
+            .fetch_watermarks(topic, partition, Duration::from_secs(10))?;
+    if high <= low {
+        return Ok((engine, Vec::new(), RestoredAt::Fresh));
+    }
+    let mut restored = std::collections::BTreeSet::new();
+    let mut checkpoint: Option<Checkpoint> = None;
+    // Up to the high watermark taken now: the previous owner's last transaction may be
+    // committed without its markers written yet.
+    read_range(reader, topic, partition, Offset::Beginning, high, |m| {
+        if m.key() == Some(CLOCK_KEY) {
+            if let Some(c) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
+                checkpoint = Some(c);
+            }
+            return;
+        }
+        let Some(key) = m.key().map(|k| String::from_utf8_lossy(k).into_owned()) else {
+            return;
+        };
+        match m.payload() {
+            Some(bytes) => match engine.restore(&key, bytes) {
+                Ok(()) => {
+                    restored.insert(key);
+                }
+                Err(e) => {
+                    tracing::warn!(session = %key, error = %e, "unreadable state record skipped")
+                }
+            },
+            None => {
+                engine.forget(&key);
+                restored.remove(&key);
             }
         }
-    }
-    c.unassign()?;
+    })?;
     let at = match checkpoint {
         None => RestoredAt::Fresh,
         Some(Checkpoint { clock, offset }) => {
@@ -169,51 +182,14 @@ pub fn replay_events(
     until: i64,
     engine: &mut Engine,
 ) -> Result<u64, KafkaError> {
-    let c = &reader.consumer;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, from)?;
-    c.assign(&tpl)?;
-    let started = Instant::now();
     let mut replayed = 0u64;
     let mut scratch = Vec::new();
-    let result = loop {
-        if started.elapsed() > RESTORE_LIMIT {
-            break Err(KafkaError::Global(
-                rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
-            ));
+    read_range(reader, topic, partition, from, until, |m| {
+        if let Some(Ok(event)) = m.payload().map(|p| Event::decode_keyed(p, m.key())) {
+            engine.handle_event(event, &mut scratch);
+            scratch.clear();
+            replayed += 1;
         }
-        match c.poll(Duration::from_millis(200)) {
-            // A record fetched for an earlier assignment of this reader is not ours.
-            Some(Ok(m)) if m.topic() != topic || m.partition() != partition => {}
-            Some(Ok(m)) => {
-                if m.offset() >= until {
-                    break Ok(replayed);
-                }
-                if let Some(Ok(event)) = m.payload().map(|p| Event::decode_keyed(p, m.key())) {
-                    engine.handle_event(event, &mut scratch);
-                    scratch.clear();
-                    replayed += 1;
-                }
-                if m.offset() + 1 >= until {
-                    break Ok(replayed);
-                }
-            }
-            Some(Err(KafkaError::PartitionEOF(_))) | None => {
-                let position = c
-                    .position()?
-                    .elements()
-                    .first()
-                    .and_then(|e| match e.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    });
-                if position.is_some_and(|p| p >= until) {
-                    break Ok(replayed);
-                }
-            }
-            Some(Err(e)) => break Err(e),
-        }
-    };
-    c.unassign()?;
-    result
+    })?;
+    Ok(replayed)
 }
