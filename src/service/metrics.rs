@@ -29,6 +29,7 @@ pub struct Metrics {
     pub state_restore: Histogram,
     pub replayed_events: IntCounter,
     pub state_too_large: IntCounter,
+    pub events_ahead_of_clock: IntCounter,
     pub transactions: IntCounterVec,
     pub ready: IntGauge,
     labels: LabelPolicy,
@@ -141,6 +142,11 @@ impl Metrics {
             )?,
             replayed_events: {
                 let c = IntCounter::new("loopguard_restore_replayed_events_total", "Events re-run (verdicts dropped) to bring restored partitions from their checkpoint to the committed offset.")?;
+                r.register(Box::new(c.clone()))?;
+                c
+            },
+            events_ahead_of_clock: {
+                let c = IntCounter::new("loopguard_events_ahead_of_clock_total", "Events stamped more than 5 minutes ahead of the guard's clock (a runtime's clock is off).")?;
                 r.register(Box::new(c.clone()))?;
                 c
             },

@@ -317,6 +317,9 @@ impl Worker {
                 part.engine.handle_event(event, &mut self.verdicts);
                 m.event_processing.observe(started.elapsed().as_secs_f64());
                 let now_ms = wall_clock_ms();
+                if event_ms - now_ms > CLOCK_AHEAD_MS {
+                    m.events_ahead_of_clock.inc();
+                }
                 let mut verdicts = std::mem::take(&mut self.verdicts);
                 for mut v in verdicts.drain(..) {
                     v.emitted_at = Some(format_ts(now_ms));
@@ -591,6 +594,10 @@ fn record_stat_deltas(shared: &Shared, before: &EngineStats, after: &EngineStats
     m.escalations_given_up
         .inc_by(d(before.escalations_given_up, after.escalations_given_up));
 }
+
+/// An event stamped further ahead of the guard's clock than this is counted: its runtime's
+/// clock is off, and it moves its partition's event time (docs/service.md).
+const CLOCK_AHEAD_MS: i64 = 5 * 60 * 1000;
 
 /// Dead letters larger than this are cut to `DLQ_TRUNCATED_PAYLOAD` bytes.
 const DLQ_MAX_PAYLOAD: usize = 900_000;
