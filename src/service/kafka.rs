@@ -153,7 +153,13 @@ async fn create(
 ) -> Result<(), KafkaSetupError> {
     let mut t = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(-1));
     if compacted {
-        t = t.set("cleanup.policy", "compact");
+        // A restore reads the partition from its start, and the active segment is never
+        // compacted: small segments keep what a restore reads close to the live state.
+        t = t
+            .set("cleanup.policy", "compact")
+            .set("segment.ms", "600000")
+            .set("segment.bytes", "67108864")
+            .set("min.cleanable.dirty.ratio", "0.2");
     }
     let results = admin
         .create_topics(
