@@ -1,6 +1,8 @@
 //! Integration tests against a real Apache Kafka broker (KAFKA_BOOTSTRAP_SERVERS, started
 //! by scripts/test.sh). The bar: the verdicts read with read_committed are exactly what
 //! `loopguard replay` gives for the same events, through crashes, restarts and rebalances.
+// Each test holds the SERIAL lock across its awaits on purpose (see `serial`).
+#![allow(clippy::await_holding_lock)]
 
 use loopguard::engine::event::Event;
 use loopguard::engine::policy::PolicySet;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 const PARTITIONS: i32 = 4;
 
 /// The tests start guard processes; one at a time keeps them from starving each other.
+/// (A std mutex held across awaits on purpose: each test holds it for its whole run.)
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -41,6 +44,14 @@ fn bootstrap() -> Option<String> {
         }
     }
 }
+
+/// A record as read back: partition, key, payload, headers.
+type Record = (
+    i32,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    BTreeMap<String, String>,
+);
 
 /// One test's private topics, group and config file.
 struct Env {
@@ -160,15 +171,7 @@ impl Env {
     }
 
     /// Every record of `topic` (read_committed) with its partition and headers.
-    fn read_all(
-        &self,
-        topic: &str,
-    ) -> Vec<(
-        i32,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        BTreeMap<String, String>,
-    )> {
+    fn read_all(&self, topic: &str) -> Vec<Record> {
         let c = self.consumer(&format!("{}-reader-{}", self.name, rand_suffix()));
         let mut out = Vec::new();
         let mut tpl = TopicPartitionList::new();
@@ -646,7 +649,7 @@ async fn kill_dash_nine_with_checkpoints_restores_from_the_dead_instances_checkp
 /// Two guards, `kill -9` of one mid-stream; the verdicts must be exactly the oracle's.
 /// Returns the test's environment for further checks (None when Kafka is not configured).
 async fn kill_dash_nine(name: &str, settings: &str) -> Option<Env> {
-    let Some(b) = bootstrap() else { return None };
+    let b = bootstrap()?;
     let _one_at_a_time = serial();
     let env = Env::new(b, name);
     env.create_topics().await;

@@ -170,13 +170,10 @@ async fn create(
     for r in results {
         if let Err((name, code)) = r {
             if code != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
+                tracing::error!(topic = %name, "cannot create topic");
                 return Err(KafkaSetupError::Client(
                     rdkafka::error::KafkaError::AdminOp(code),
-                ))
-                .map_err(|e| {
-                    tracing::error!(topic = %name, "cannot create topic");
-                    e
-                });
+                ));
             }
         }
     }

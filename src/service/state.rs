@@ -116,21 +116,20 @@ fn read_range(
 }
 
 /// Restores every session of `partition`'s last checkpoint into `engine`; returns it with
-/// the restored ids and where the checkpoint stands.
+/// where the checkpoint stands.
 pub fn restore_partition(
     reader: &StateReader,
     topic: &str,
     partition: i32,
     mut engine: Engine,
-) -> Result<(Engine, Vec<String>, RestoredAt), KafkaError> {
+) -> Result<(Engine, RestoredAt), KafkaError> {
     let (low, high) =
         reader
             .consumer
             .fetch_watermarks(topic, partition, Duration::from_secs(10))?;
     if high <= low {
-        return Ok((engine, Vec::new(), RestoredAt::Fresh));
+        return Ok((engine, RestoredAt::Fresh));
     }
-    let mut restored = std::collections::BTreeSet::new();
     let mut checkpoint: Option<Checkpoint> = None;
     // Up to the high watermark taken now: the previous owner's last transaction may be
     // committed without its markers written yet.
@@ -145,18 +144,12 @@ pub fn restore_partition(
             return;
         };
         match m.payload() {
-            Some(bytes) => match engine.restore(&key, bytes) {
-                Ok(()) => {
-                    restored.insert(key);
-                }
-                Err(e) => {
+            Some(bytes) => {
+                if let Err(e) = engine.restore(&key, bytes) {
                     tracing::warn!(session = %key, error = %e, "unreadable state record skipped")
                 }
-            },
-            None => {
-                engine.forget(&key);
-                restored.remove(&key);
             }
+            None => engine.forget(&key),
         }
     })?;
     let at = match checkpoint {
@@ -166,7 +159,7 @@ pub fn restore_partition(
             offset.map_or(RestoredAt::Current, RestoredAt::Offset)
         }
     };
-    Ok((engine, restored.into_iter().collect(), at))
+    Ok((engine, at))
 }
 
 /// Re-runs the events of `partition` from `from` up to `until` (exclusive) through

@@ -194,7 +194,7 @@ impl Worker {
     fn restore(&mut self, partition: i32, committed: Option<i64>) -> Result<(), KafkaError> {
         let started = Instant::now();
         let engine = Engine::new(self.cfg.policy.clone(), self.cfg.engine.limits()).track_changes();
-        let (mut engine, restored, at) =
+        let (mut engine, at) =
             restore_partition(&self.reader, &self.cfg.kafka.state_topic, partition, engine)?;
         engine.take_changes();
         let from = match (at, committed) {
@@ -214,7 +214,8 @@ impl Worker {
             _ => 0,
         };
         self.shared.metrics.replayed_events.inc_by(replayed);
-        for id in restored.into_iter().chain(engine.session_ids()) {
+        // Every session now held: restored from the checkpoint or created by the re-run.
+        for id in engine.session_ids() {
             if let Some(summary) = engine.summary(&id) {
                 self.shared.sessions.insert(id, (partition, summary));
             }

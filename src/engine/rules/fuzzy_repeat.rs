@@ -1,6 +1,6 @@
-//! `tool.fuzzy_repeat` (seed 000): same tool, serialized args >= 50 chars, 3-gram Jaccard
-//! >= 0.8, 3 times in the last 6 calls -> block. Calls that differ in an identity key
-//! (path, url, page, offset, …) are never similar (ours).
+//! `tool.fuzzy_repeat` (seed 000): same tool, serialized args of at least 50 chars, 3-gram
+//! Jaccard of at least 0.8, 3 times in the last 6 calls: block. Calls that differ in an
+//! identity key (path, url, page, offset, …) are never similar (ours).
 
 use super::calls::{polling_with_progress, similarity, CallWindow};
 use crate::engine::emit::{Cx, Finding};

@@ -52,8 +52,7 @@ impl BlockRepeat {
         }
         let pos = self.ring.end();
         self.ring.push(c);
-        let hit = self.index(pos, true);
-        hit
+        self.index(pos, true)
     }
 
     #[inline]

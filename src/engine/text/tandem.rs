@@ -84,8 +84,7 @@ impl Tandem {
             same
         });
         self.index(pos, true);
-        let hit = self.check(pos);
-        hit
+        self.check(pos)
     }
 
     /// Updates the k-gram tables for the char at `pos`; with `discover`, opens candidates.
