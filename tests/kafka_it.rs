@@ -356,10 +356,12 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        // On failure, or always with LOOPGUARD_TEST_LOGS set (and --nocapture).
+        if std::thread::panicking() || std::env::var_os("LOOPGUARD_TEST_LOGS").is_some() {
             eprintln!(
-                "guard logs (warnings and errors):\n{}",
-                self.guard_log_summary()
+                "guard logs (warnings and errors):\n{}restores:\n{}",
+                self.guard_log_summary(),
+                self.restores()
             );
         }
     }
@@ -678,6 +680,9 @@ async fn kill_dash_nine(name: &str, settings: &str) -> Option<Env> {
     b.kill().ok();
     b.wait().ok();
     assert_same(&got, &oracle(&events));
+    // State and offsets commit together: no restore may find a checkpoint past the offset.
+    let summary = env.guard_log_summary();
+    assert!(!summary.contains("checkpoint ahead"), "{summary}");
     Some(env)
 }
 

@@ -65,7 +65,7 @@ pub fn run_consumer(
                 if let Err(e) = w.process(&consumer, &m) {
                     tracing::error!(error = %e, "processing failed; rewinding to the last commit");
                     drop(m);
-                    w.needs_rewind = true;
+                    w.fail_batch();
                     continue;
                 }
             }
@@ -74,8 +74,8 @@ pub fn run_consumer(
         }
         if w.due() {
             if let Err(e) = w.commit(&consumer) {
+                // The batch is aborted and a rewind is pending (`Worker::commit`).
                 tracing::error!(error = %e, "commit failed; rewinding to the last commit");
-                w.needs_rewind = true;
             }
         }
     }

@@ -32,7 +32,8 @@ pub struct Worker {
     verdicts: Vec<crate::engine::verdict::Verdict>,
     /// A fatal error seen inside a callback, for the loop to act on.
     pub fatal: Option<String>,
-    /// A batch failed inside a callback: the loop rewinds before processing more.
+    /// A batch failed: the engines are ahead of the last commit. Nothing commits until the
+    /// loop has rewound them (`rewind`).
     pub needs_rewind: bool,
 }
 
@@ -84,11 +85,10 @@ impl ConsumerContext for GuardContext {
                 .inc();
             if consumer.assignment_lost() {
                 tracing::warn!("assignment lost: dropping uncommitted work");
-                w.abort();
+                w.fail_batch();
             } else if let Err(e) = w.commit_final(consumer) {
                 // The batch is aborted: the kept partitions go back to their last commit.
                 tracing::error!(error = %e, "commit before revocation failed; rewinding");
-                w.needs_rewind = true;
             }
             for elem in tpl.elements() {
                 w.drop_partition(elem.partition());
@@ -114,7 +114,6 @@ impl ConsumerContext for GuardContext {
             // transaction to time out, and ours must not time out meanwhile.
             if let Err(e) = w.commit(consumer) {
                 tracing::error!(error = %e, "commit before restore failed; rewinding");
-                w.needs_rewind = true;
             }
             let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
             for p in &parts {
@@ -170,15 +169,38 @@ impl Worker {
         for p in partitions {
             tpl.add_partition(&self.cfg.kafka.events_topic, *p);
         }
-        let committed = consumer.committed_offsets(tpl, Duration::from_secs(10))?;
-        Ok(committed
-            .elements()
-            .iter()
-            .map(|e| match e.offset() {
-                Offset::Offset(o) => (e.partition(), Some(o)),
-                _ => (e.partition(), None),
-            })
-            .collect())
+        // While a crashed owner's transaction is undecided its offsets are "unstable": the
+        // broker answers UNSTABLE_OFFSET_COMMIT per partition, and librdkafka gives up after
+        // a few retries. Taking that as "nothing committed" would skip the re-run of the
+        // events after the checkpoint, so ask again until every partition has an answer.
+        let deadline = Instant::now() + COMMITTED_LIMIT;
+        loop {
+            let answer = consumer
+                .committed_offsets(tpl.clone(), Duration::from_secs(10))
+                .and_then(
+                    |list| match list.elements().iter().find_map(|e| e.error().err()) {
+                        Some(e) => Err(e),
+                        None => Ok(list),
+                    },
+                );
+            match answer {
+                Ok(list) => {
+                    return Ok(list
+                        .elements()
+                        .iter()
+                        .map(|e| match e.offset() {
+                            Offset::Offset(o) => (e.partition(), Some(o)),
+                            _ => (e.partition(), None),
+                        })
+                        .collect())
+                }
+                Err(e) if Instant::now() < deadline => {
+                    tracing::warn!(error = %e, "committed offsets not settled yet; asking again");
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn restore_all(&mut self, committed: &BTreeMap<i32, Option<i64>>) -> Result<(), KafkaError> {
@@ -197,6 +219,17 @@ impl Worker {
         let (mut engine, at) =
             restore_partition(&self.reader, &self.cfg.kafka.state_topic, partition, engine)?;
         engine.take_changes();
+        if let (RestoredAt::Offset(c), Some(o), true) = (at, committed, self.eos()) {
+            if c > o {
+                // Exactly-once commits a checkpoint with its offset; this would be a bug.
+                tracing::error!(
+                    partition,
+                    checkpoint = c,
+                    committed = o,
+                    "checkpoint ahead of the committed offset"
+                );
+            }
+        }
         let from = match (at, committed) {
             (RestoredAt::Offset(c), Some(o)) if o > c => Some(Offset::Offset(c)),
             (RestoredAt::Fresh, Some(o)) if o > 0 => Some(Offset::Beginning),
@@ -440,6 +473,11 @@ impl Worker {
         consumer: &BaseConsumer<C>,
         force_checkpoint: bool,
     ) -> Result<(), KafkaError> {
+        if self.needs_rewind {
+            // The engines are ahead of the last commit until the rewind: committing now
+            // would pair their state (a checkpoint) with offsets it does not belong to.
+            return Ok(());
+        }
         let policy = self.checkpoint_policy();
         let checkpoints =
             force_checkpoint && self.parts.values().any(|p| p.checkpoint_due(policy, true));
@@ -456,12 +494,21 @@ impl Worker {
         self.batch_events = 0;
         if let Err(e) = &result {
             self.note_fenced(e);
-            // Whatever failed, nothing of this batch may commit later.
+            // Whatever failed, nothing of this batch may commit later, and nothing at all
+            // until the engines are back at the last commit.
             if let Err(e) = self.producer.abort() {
                 self.note_fenced(&e);
             }
+            self.needs_rewind = true;
         }
         result
+    }
+
+    /// Gives up the open batch: aborted now, and the engines go back to the last commit
+    /// (state and offsets) before anything else is processed or committed.
+    pub fn fail_batch(&mut self) {
+        self.abort();
+        self.needs_rewind = true;
     }
 
     fn checkpoint_policy(&self) -> CheckpointPolicy {
@@ -595,6 +642,11 @@ fn record_stat_deltas(shared: &Shared, before: &EngineStats, after: &EngineStats
     m.escalations_given_up
         .inc_by(d(before.escalations_given_up, after.escalations_given_up));
 }
+
+/// How long a gained partition may wait for its committed offset to settle: a crashed
+/// owner's open transaction is aborted after `transaction.timeout.ms` (30 s) plus the
+/// broker's clean-up interval (10 s by default).
+const COMMITTED_LIMIT: Duration = Duration::from_secs(120);
 
 /// An event stamped further ahead of the guard's clock than this is counted: its runtime's
 /// clock is off, and it moves its partition's event time (docs/service.md).
