@@ -7,6 +7,7 @@ pub mod embedded;
 pub mod kafka;
 pub mod metrics;
 pub mod partition;
+pub mod rebalance;
 pub mod state;
 pub mod txn;
 pub mod worker;
@@ -14,10 +15,11 @@ pub mod worker;
 use crate::config::Config;
 use admin::Shared;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rebalance::GuardContext;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use worker::{GuardContext, Worker};
+use worker::Worker;
 
 /// How long in-flight work may take to commit after a stop signal.
 pub const GRACE: Duration = Duration::from_secs(20);

@@ -113,7 +113,7 @@ impl Part {
             }
             written.records += 1;
             written.bytes += snapshot.as_ref().map_or(0, Vec::len);
-            super::worker::send(
+            super::txn::send(
                 producer,
                 state_topic,
                 partition,
@@ -127,7 +127,7 @@ impl Part {
             offset: self.position,
         };
         let bytes = serde_json::to_vec(&record).unwrap_or_default();
-        super::worker::send(
+        super::txn::send(
             producer,
             state_topic,
             partition,

@@ -1,6 +1,7 @@
 //! The guard's producer and its transaction life cycle: begin, commit with the retries
 //! librdkafka allows, an abort that always finishes (or replaces the producer), and the
-//! delivery reports that at-least-once mode checks before it commits offsets.
+//! delivery reports that at-least-once mode checks before it commits offsets; `send`, which
+//! every record of the guard goes through.
 //!
 //! librdkafka's error classes decide what happens to a failed call: *retriable* errors
 //! (a timeout) repeat the same call, *abortable* ones abort the transaction, *fatal* ones
@@ -11,7 +12,8 @@ use crate::config::{Config, Delivery};
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::DeliveryResult;
-use rdkafka::producer::{BaseProducer, Producer, ProducerContext, PurgeConfig};
+use rdkafka::message::OwnedHeaders;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext, PurgeConfig};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, TopicPartitionList};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -248,6 +250,40 @@ impl TxnProducer {
         // The old one is fenced by now; dropping it purges whatever it still held.
         self.inner = fresh;
         Ok(())
+    }
+}
+
+/// Sends one record, waiting for queue space rather than dropping it.
+pub fn send(
+    producer: &GuardProducer,
+    topic: &str,
+    partition: i32,
+    key: &[u8],
+    payload: Option<&[u8]>,
+    headers: Option<OwnedHeaders>,
+) -> Result<(), KafkaError> {
+    let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
+    if partition >= 0 {
+        record = record.partition(partition);
+    }
+    if let Some(p) = payload {
+        record = record.payload(p);
+    }
+    if let Some(h) = headers {
+        record = record.headers(h);
+    }
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((
+                KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                r,
+            )) => {
+                producer.poll(Duration::from_millis(50));
+                record = r;
+            }
+            Err((e, _)) => return Err(e),
+        }
     }
 }
 

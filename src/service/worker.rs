@@ -1,23 +1,20 @@
 //! The consumer side of the service: decode -> engine -> encode, one engine per owned
 //! partition, and the batch commit that makes verdicts, state and offsets one transaction.
-//! Rebalance callbacks commit before partitions leave and restore before they are used.
+//! The rebalance callbacks that drive it are in `rebalance.rs`.
 
 use super::admin::{PartitionStatus, Shared};
 use super::partition::{CheckpointPolicy, Part};
 use super::state::{replay_events, restore_partition, RestoredAt, StateReader};
-use super::txn::{classify, Class, GuardProducer, TxnProducer};
+use super::txn::{classify, send, Class, TxnProducer};
 use crate::config::{Config, Delivery};
 use crate::engine::event::{format_ts, Event, EVENT_TYPES};
 use crate::engine::{Engine, EngineStats};
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::BaseRecord;
-use rdkafka::statistics::Statistics;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Everything the consumer thread mutates; reached from the loop and from rebalance callbacks.
@@ -35,103 +32,6 @@ pub struct Worker {
     /// A batch failed: the engines are ahead of the last commit. Nothing commits until the
     /// loop has rewound them (`rewind`).
     pub needs_rewind: bool,
-}
-
-/// The consumer's context: rebalance callbacks and statistics reach the worker through it.
-pub struct GuardContext {
-    pub worker: Mutex<Worker>,
-    shared: Arc<Shared>,
-    events_topic: String,
-}
-
-impl GuardContext {
-    pub fn new(worker: Worker, shared: Arc<Shared>, events_topic: String) -> Self {
-        GuardContext {
-            worker: Mutex::new(worker),
-            shared,
-            events_topic,
-        }
-    }
-
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Worker> {
-        self.worker.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl ClientContext for GuardContext {
-    fn stats(&self, stats: Statistics) {
-        if let Some(topic) = stats.topics.get(&self.events_topic) {
-            for (p, s) in &topic.partitions {
-                if *p >= 0 && self.shared.partitions.contains_key(p) {
-                    self.shared
-                        .metrics
-                        .consumer_lag
-                        .with_label_values(&[&p.to_string()])
-                        .set(s.consumer_lag.max(0));
-                }
-            }
-        }
-    }
-}
-
-impl ConsumerContext for GuardContext {
-    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(tpl) = rebalance {
-            let mut w = self.lock();
-            self.shared
-                .metrics
-                .rebalances
-                .with_label_values(&["revoke"])
-                .inc();
-            if consumer.assignment_lost() {
-                tracing::warn!("assignment lost: dropping uncommitted work");
-                w.fail_batch();
-            } else if let Err(e) = w.commit_final(consumer) {
-                // The batch is aborted: the kept partitions go back to their last commit.
-                tracing::error!(error = %e, "commit before revocation failed; rewinding");
-            }
-            for elem in tpl.elements() {
-                w.drop_partition(elem.partition());
-                self.shared
-                    .metrics
-                    .consumer_lag
-                    .remove_label_values(&[&elem.partition().to_string()])
-                    .ok();
-            }
-            self.shared.refresh_ready();
-        }
-    }
-
-    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(tpl) = rebalance {
-            self.shared
-                .metrics
-                .rebalances
-                .with_label_values(&["assign"])
-                .inc();
-            let mut w = self.lock();
-            // Commit the open batch first: a restore can wait for a crashed owner's
-            // transaction to time out, and ours must not time out meanwhile.
-            if let Err(e) = w.commit(consumer) {
-                tracing::error!(error = %e, "commit before restore failed; rewinding");
-            }
-            let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
-            for p in &parts {
-                self.shared
-                    .partitions
-                    .insert(*p, PartitionStatus::Restoring);
-            }
-            self.shared.refresh_ready();
-            let restored = w
-                .committed(consumer, &parts)
-                .and_then(|committed| w.restore_all(&committed));
-            if let Err(e) = restored {
-                w.fatal = Some(format!("restoring partitions {parts:?}: {e}"));
-            }
-        }
-        self.shared.joined.store(true, Ordering::Release);
-        self.shared.refresh_ready();
-    }
 }
 
 impl Worker {
@@ -160,7 +60,7 @@ impl Worker {
     }
 
     /// The group's committed offset of each partition (None: nothing committed yet).
-    fn committed<C: ConsumerContext>(
+    pub(super) fn committed<C: ConsumerContext>(
         &self,
         consumer: &BaseConsumer<C>,
         partitions: &[i32],
@@ -203,7 +103,10 @@ impl Worker {
         }
     }
 
-    fn restore_all(&mut self, committed: &BTreeMap<i32, Option<i64>>) -> Result<(), KafkaError> {
+    pub(super) fn restore_all(
+        &mut self,
+        committed: &BTreeMap<i32, Option<i64>>,
+    ) -> Result<(), KafkaError> {
         for (&p, &offset) in committed {
             self.restore(p, offset)?;
         }
@@ -286,7 +189,7 @@ impl Worker {
         Ok(())
     }
 
-    fn drop_partition(&mut self, partition: i32) {
+    pub(super) fn drop_partition(&mut self, partition: i32) {
         self.parts.remove(&partition);
         self.shared.partitions.remove(&partition);
         self.shared.sessions.retain(|_, (p, _)| *p != partition);
@@ -655,40 +558,6 @@ const CLOCK_AHEAD_MS: i64 = 5 * 60 * 1000;
 /// Dead letters larger than this are cut to `DLQ_TRUNCATED_PAYLOAD` bytes.
 const DLQ_MAX_PAYLOAD: usize = 900_000;
 const DLQ_TRUNCATED_PAYLOAD: usize = 64 * 1024;
-
-/// Sends one record, waiting for queue space rather than dropping it.
-pub(super) fn send(
-    producer: &GuardProducer,
-    topic: &str,
-    partition: i32,
-    key: &[u8],
-    payload: Option<&[u8]>,
-    headers: Option<OwnedHeaders>,
-) -> Result<(), KafkaError> {
-    let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
-    if partition >= 0 {
-        record = record.partition(partition);
-    }
-    if let Some(p) = payload {
-        record = record.payload(p);
-    }
-    if let Some(h) = headers {
-        record = record.headers(h);
-    }
-    loop {
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((
-                KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
-                r,
-            )) => {
-                producer.poll(Duration::from_millis(50));
-                record = r;
-            }
-            Err((e, _)) => return Err(e),
-        }
-    }
-}
 
 /// The guard's own clock, for `emitted_at` and latency only (never for detection).
 fn wall_clock_ms() -> i64 {

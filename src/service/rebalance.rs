@@ -1,0 +1,107 @@
+//! The consumer's context: rebalance callbacks commit before partitions leave and restore
+//! gained ones before their first event; statistics feed the lag gauge.
+
+use super::admin::{PartitionStatus, Shared};
+use super::worker::Worker;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::statistics::Statistics;
+use rdkafka::ClientContext;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// The consumer's context: rebalance callbacks and statistics reach the worker through it.
+pub struct GuardContext {
+    pub worker: Mutex<Worker>,
+    shared: Arc<Shared>,
+    events_topic: String,
+}
+
+impl GuardContext {
+    pub fn new(worker: Worker, shared: Arc<Shared>, events_topic: String) -> Self {
+        GuardContext {
+            worker: Mutex::new(worker),
+            shared,
+            events_topic,
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Worker> {
+        self.worker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ClientContext for GuardContext {
+    fn stats(&self, stats: Statistics) {
+        if let Some(topic) = stats.topics.get(&self.events_topic) {
+            for (p, s) in &topic.partitions {
+                if *p >= 0 && self.shared.partitions.contains_key(p) {
+                    self.shared
+                        .metrics
+                        .consumer_lag
+                        .with_label_values(&[&p.to_string()])
+                        .set(s.consumer_lag.max(0));
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for GuardContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let mut w = self.lock();
+            self.shared
+                .metrics
+                .rebalances
+                .with_label_values(&["revoke"])
+                .inc();
+            if consumer.assignment_lost() {
+                tracing::warn!("assignment lost: dropping uncommitted work");
+                w.fail_batch();
+            } else if let Err(e) = w.commit_final(consumer) {
+                // The batch is aborted: the kept partitions go back to their last commit.
+                tracing::error!(error = %e, "commit before revocation failed; rewinding");
+            }
+            for elem in tpl.elements() {
+                w.drop_partition(elem.partition());
+                self.shared
+                    .metrics
+                    .consumer_lag
+                    .remove_label_values(&[&elem.partition().to_string()])
+                    .ok();
+            }
+            self.shared.refresh_ready();
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            self.shared
+                .metrics
+                .rebalances
+                .with_label_values(&["assign"])
+                .inc();
+            let mut w = self.lock();
+            // Commit the open batch first: a restore can wait for a crashed owner's
+            // transaction to time out, and ours must not time out meanwhile.
+            if let Err(e) = w.commit(consumer) {
+                tracing::error!(error = %e, "commit before restore failed; rewinding");
+            }
+            let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
+            for p in &parts {
+                self.shared
+                    .partitions
+                    .insert(*p, PartitionStatus::Restoring);
+            }
+            self.shared.refresh_ready();
+            let restored = w
+                .committed(consumer, &parts)
+                .and_then(|committed| w.restore_all(&committed));
+            if let Err(e) = restored {
+                w.fatal = Some(format!("restoring partitions {parts:?}: {e}"));
+            }
+        }
+        self.shared.joined.store(true, Ordering::Release);
+        self.shared.refresh_ready();
+    }
+}
