@@ -1,0 +1,433 @@
+//! The Kafka integration tests' harness: a private set of topics, group and config per
+//! test, guard processes with their logs, readers of what they wrote, and the replay oracle.
+
+use loopguard::engine::event::Event;
+use loopguard::engine::policy::PolicySet;
+use loopguard::engine::verdict::Verdict;
+use loopguard::engine::{Engine, Limits};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const PARTITIONS: i32 = 4;
+
+/// The tests start guard processes; one at a time keeps them from starving each other.
+/// (A std mutex held across awaits on purpose: each test holds it for its whole run.)
+pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn bootstrap() -> Option<String> {
+    match std::env::var("KAFKA_BOOTSTRAP_SERVERS") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ => {
+            assert!(
+                std::env::var("LOOPGUARD_REQUIRE_KAFKA").is_err(),
+                "LOOPGUARD_REQUIRE_KAFKA is set but KAFKA_BOOTSTRAP_SERVERS is not"
+            );
+            eprintln!("skipped: set KAFKA_BOOTSTRAP_SERVERS or run scripts/test.sh (it starts a real broker)");
+            None
+        }
+    }
+}
+
+/// A record as read back: partition, key, payload, headers.
+pub type Record = (
+    i32,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    BTreeMap<String, String>,
+);
+
+/// One test's private topics, group and config file.
+pub struct Env {
+    pub bootstrap: String,
+    pub name: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new(bootstrap: String, test: &str) -> Env {
+        let name = format!(
+            "{test}-{}-{}",
+            std::process::id(),
+            Instant::now().elapsed().as_nanos() ^ rand_suffix()
+        );
+        Env {
+            bootstrap,
+            name,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn topic(&self, kind: &str) -> String {
+        format!("{}-{kind}", self.name)
+    }
+
+    pub async fn create_topics(&self) {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .unwrap();
+        let names = [
+            self.topic("events"),
+            self.topic("verdicts"),
+            self.topic("dlq"),
+            self.topic("state"),
+        ];
+        let topics: Vec<NewTopic> = names
+            .iter()
+            .map(|n| {
+                let t = NewTopic::new(n, PARTITIONS, TopicReplication::Fixed(1));
+                if n.ends_with("-state") {
+                    t.set("cleanup.policy", "compact")
+                } else {
+                    t
+                }
+            })
+            .collect();
+        for r in admin
+            .create_topics(topics.iter(), &AdminOptions::new())
+            .await
+            .unwrap()
+        {
+            r.unwrap();
+        }
+    }
+
+    /// Writes a config file; `extra` is appended TOML.
+    pub fn config(&self, extra: &str) -> String {
+        let path = self.dir.path().join("loopguard.toml");
+        let text = format!(
+            "[kafka]\nbootstrap_servers = \"{b}\"\ngroup_id = \"{n}-group\"\nevents_topic = \"{n}-events\"\nverdicts_topic = \"{n}-verdicts\"\ndlq_topic = \"{n}-dlq\"\nstate_topic = \"{n}-state\"\n{batch}{extra}\n[kafka.properties]\n\"transaction.timeout.ms\" = \"10000\"\n\"session.timeout.ms\" = \"6000\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+            b = self.bootstrap,
+            n = self.name,
+            batch = if extra.contains("batch_max_ms") { "" } else { "batch_max_ms = 20\n" }
+        );
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    pub fn produce(&self, events: &[Event], gap: Duration) {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("enable.idempotence", "true")
+            .create()
+            .unwrap();
+        for e in events {
+            let payload = serde_json::to_vec(&e.to_wire()).unwrap();
+            p.send(
+                BaseRecord::to(&self.topic("events"))
+                    .key(e.meta.session_id.as_bytes())
+                    .payload(&payload),
+            )
+            .unwrap();
+            p.poll(Duration::ZERO);
+            if !gap.is_zero() {
+                std::thread::sleep(gap);
+            }
+        }
+        p.flush(Duration::from_secs(30)).unwrap();
+    }
+
+    pub fn produce_raw(&self, key: &str, payload: &[u8]) {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("enable.idempotence", "true")
+            .create()
+            .unwrap();
+        p.send(
+            BaseRecord::to(&self.topic("events"))
+                .key(key)
+                .payload(payload),
+        )
+        .unwrap();
+        p.flush(Duration::from_secs(30)).unwrap();
+    }
+
+    pub fn consumer(&self, group: &str) -> BaseConsumer {
+        ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("group.id", group)
+            .set("isolation.level", "read_committed")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap()
+    }
+
+    /// Every record of `topic` (read_committed) with its partition and headers.
+    pub fn read_all(&self, topic: &str) -> Vec<Record> {
+        let c = self.consumer(&format!("{}-reader-{}", self.name, rand_suffix()));
+        let mut out = Vec::new();
+        let mut tpl = TopicPartitionList::new();
+        let mut ends = BTreeMap::new();
+        for p in 0..PARTITIONS {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+            ends.insert(
+                p,
+                c.fetch_watermarks(topic, p, Duration::from_secs(10))
+                    .unwrap()
+                    .1,
+            );
+        }
+        c.assign(&tpl).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
+        while Instant::now() < deadline
+            && ends
+                .iter()
+                .any(|(p, e)| positions.get(p).copied().unwrap_or(0) < *e && *e > 0)
+        {
+            match c.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => {
+                    positions.insert(m.partition(), m.offset() + 1);
+                    let mut headers = BTreeMap::new();
+                    if let Some(h) = m.headers() {
+                        for x in h.iter() {
+                            headers.insert(
+                                x.key.to_string(),
+                                String::from_utf8_lossy(x.value.unwrap_or_default()).into_owned(),
+                            );
+                        }
+                    }
+                    out.push((
+                        m.partition(),
+                        m.key().map(<[u8]>::to_vec),
+                        m.payload().map(<[u8]>::to_vec),
+                        headers,
+                    ));
+                }
+                _ => {
+                    // Transaction markers take offsets: re-check the consumer's positions.
+                    if let Ok(pos) = c.position() {
+                        for e in pos.elements() {
+                            if let Offset::Offset(o) = e.offset() {
+                                positions.insert(e.partition(), o);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub fn verdicts(&self) -> Vec<(i32, Verdict)> {
+        self.read_all(&self.topic("verdicts"))
+            .into_iter()
+            .filter_map(|(p, _, v, _)| Some((p, serde_json::from_slice(&v?).unwrap())))
+            .collect()
+    }
+
+    /// Waits until the guard's group has committed every event.
+    pub fn wait_committed(&self, timeout: Duration) -> bool {
+        let c = self.consumer(&format!("{}-group", self.name));
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let mut tpl = TopicPartitionList::new();
+            let mut end = 0;
+            for p in 0..PARTITIONS {
+                tpl.add_partition(&self.topic("events"), p);
+                end += c
+                    .fetch_watermarks(&self.topic("events"), p, Duration::from_secs(10))
+                    .unwrap()
+                    .1;
+            }
+            let committed: i64 = c
+                .committed_offsets(tpl, Duration::from_secs(10))
+                .map(|t| {
+                    t.elements()
+                        .iter()
+                        .map(|e| {
+                            if let Offset::Offset(o) = e.offset() {
+                                o
+                            } else {
+                                0
+                            }
+                        })
+                        .sum()
+                })
+                .unwrap_or(0);
+            if committed >= end && end > 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        false
+    }
+
+    /// Starts `loopguard serve`; its log goes to a file, summarized if the test fails.
+    pub fn spawn_guard(&self, config: &str, instance: &str) -> Child {
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("guard-{instance}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_loopguard"))
+            .args(["serve", "--config", config])
+            .env("LOOPGUARD_INSTANCE_ID", format!("{}-{instance}", self.name))
+            .env("RUST_LOG", "warn,loopguard::service::worker=info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// Events a guard re-ran while restoring partitions, from its "partition restored" lines.
+    pub fn replayed_by(&self, instance: &str) -> u64 {
+        let log = std::fs::read_to_string(self.dir.path().join(format!("guard-{instance}.log")))
+            .unwrap_or_default();
+        log.lines()
+            .filter(|l| l.contains("partition restored"))
+            .filter_map(|l| {
+                l.split("replayed=")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    /// The guards' "partition restored" lines.
+    pub fn restores(&self) -> String {
+        ["a", "b"]
+            .iter()
+            .flat_map(|i| {
+                std::fs::read_to_string(self.dir.path().join(format!("guard-{i}.log")))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains("partition restored"))
+                    .map(|l| format!("{i}: {l}\n"))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Each guard's warnings and errors in order of first appearance, repeats counted.
+    pub fn guard_log_summary(&self) -> String {
+        let mut out = String::new();
+        let mut logs: Vec<_> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        logs.sort();
+        for path in logs {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let mut seen: Vec<(String, usize)> = Vec::new();
+            for line in text
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            {
+                // Drop the timestamp so repeats of one message count together.
+                let msg = line
+                    .split_once(' ')
+                    .map_or(line, |(_, m)| m)
+                    .trim()
+                    .to_string();
+                match seen.iter_mut().find(|(m, _)| *m == msg) {
+                    Some((_, n)) => *n += 1,
+                    None => seen.push((msg, 1)),
+                }
+            }
+            out.push_str(&format!("== {}\n", path.display()));
+            for (msg, n) in seen.iter().take(40) {
+                out.push_str(&format!("{n:>5}x {msg}\n"));
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // On failure, or always with LOOPGUARD_TEST_LOGS set (and --nocapture).
+        if std::thread::panicking() || std::env::var_os("LOOPGUARD_TEST_LOGS").is_some() {
+            eprintln!(
+                "guard logs (warnings and errors):\n{}restores:\n{}",
+                self.guard_log_summary(),
+                self.restores()
+            );
+        }
+    }
+}
+
+pub fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_007
+}
+
+/// What `loopguard replay` gives for the same events.
+pub fn oracle(events: &[Event]) -> Vec<Verdict> {
+    let mut engine = Engine::new(PolicySet::default(), Limits::default());
+    let mut out = Vec::new();
+    for e in events {
+        engine.handle_event(e.clone(), &mut out);
+    }
+    out
+}
+
+/// Compares verdict streams ignoring `emitted_at` and cross-session order; no duplicates.
+pub fn assert_same(got: &[(i32, Verdict)], want: &[Verdict]) {
+    let key = |v: &Verdict| {
+        let mut v = v.clone();
+        v.emitted_at = None;
+        serde_json::to_string(&v).unwrap()
+    };
+    let ids: Vec<&str> = got.iter().map(|(_, v)| v.verdict_id.as_str()).collect();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(
+        ids.len(),
+        unique.len(),
+        "duplicate verdicts delivered: {:#?}",
+        got.iter()
+            .map(|(p, v)| format!("p{p} {} {} {}", v.verdict_id, v.rule.as_str(), v.event_id))
+            .collect::<Vec<_>>()
+    );
+    let got_set: BTreeSet<String> = got.iter().map(|(_, v)| key(v)).collect();
+    let want_set: BTreeSet<String> = want.iter().map(key).collect();
+    let missing: Vec<_> = want_set.difference(&got_set).take(3).collect();
+    let extra: Vec<_> = got_set.difference(&want_set).take(3).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:#?}\nextra {extra:#?}"
+    );
+    // Per session, the order is the replay's order.
+    for session in want.iter().map(|v| &v.session_id).collect::<BTreeSet<_>>() {
+        let a: Vec<&str> = got
+            .iter()
+            .filter(|(_, v)| &v.session_id == session)
+            .map(|(_, v)| v.verdict_id.as_str())
+            .collect();
+        let b: Vec<&str> = want
+            .iter()
+            .filter(|v| &v.session_id == session)
+            .map(|v| v.verdict_id.as_str())
+            .collect();
+        assert_eq!(a, b, "order of session {session}");
+    }
+}
+
+pub fn fleet(sessions: usize, prefix: &str) -> Vec<Event> {
+    loopguard::fleet::fleet(sessions, prefix, 1_767_225_600_000, 200, 11)
+}
+
+pub fn session_partitions(env: &Env) -> BTreeMap<String, i32> {
+    env.read_all(&env.topic("events"))
+        .into_iter()
+        .filter_map(|(p, k, _, _)| Some((String::from_utf8(k?).ok()?, p)))
+        .collect()
+}
