@@ -432,6 +432,25 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_and_an_agent_override_that_clash_together_are_refused() {
+        // Valid one by one: window 3 with the default threshold 3, threshold 5 with the
+        // default window 6; a session of tenant acme and agent coder would get 5 in 3.
+        let raw = json!({
+            "overrides": [
+                {"tenant": "acme", "set": {"tool": {"window": 3}}},
+                {"agent": "coder", "set": {"tool": {"repeat_threshold": 5}}}
+            ]
+        });
+        let errs = PolicySet::compile(&raw).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("tenant `acme` with agent `coder`")
+                && errs[0].contains("repeat_threshold"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
     fn overrides_apply_by_tenant_then_agent() {
         let raw = json!({
             "budget": {"max_tool_rounds": 20},

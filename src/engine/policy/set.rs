@@ -66,15 +66,18 @@ impl PolicySet {
             let p = parse(&merged, &at, &mut problems);
             resolved.insert((o.tenant.clone(), o.agent.clone()), std::sync::Arc::new(p));
         }
-        if !problems.is_empty() {
-            return Err(problems);
-        }
         let mut set = PolicySet {
             global_raw,
             global: std::sync::Arc::new(global),
             overrides,
             resolved: BTreeMap::new(),
         };
+        if problems.is_empty() {
+            set.check_combinations(&mut problems);
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
         // Pre-resolve the pairs named in overrides so lookups never fail later.
         for key in resolved.keys() {
             set.resolve(key.0.as_deref(), key.1.as_deref());
@@ -86,16 +89,42 @@ impl PolicySet {
         &self.global
     }
 
-    /// The policy for a (tenant, agent): global, then the tenant's override, then the
-    /// agent's, then the pair's; cached.
-    pub fn resolve(&mut self, tenant: Option<&str>, agent: Option<&str>) -> std::sync::Arc<Policy> {
-        if self.overrides.is_empty() {
-            return self.global.clone();
+    /// Each override is valid on its own; a tenant's and an agent's can still clash when a
+    /// session has both (one raises a warning threshold past the other's block threshold).
+    /// Checks every tenant x agent combination the overrides name, so `resolve` never meets
+    /// an invalid policy at run time.
+    fn check_combinations(&self, problems: &mut Vec<String>) {
+        let names = |f: fn(&Override) -> Option<&String>| -> Vec<Option<&str>> {
+            let mut v: Vec<Option<&str>> = self
+                .overrides
+                .iter()
+                .filter_map(f)
+                .map(|s| Some(s.as_str()))
+                .collect();
+            v.sort();
+            v.dedup();
+            v.push(None);
+            v
+        };
+        let (tenants, agents) = (names(|o| o.tenant.as_ref()), names(|o| o.agent.as_ref()));
+        for tenant in &tenants {
+            for agent in &agents {
+                let (raw, touched) = self.layered(*tenant, *agent);
+                if touched {
+                    let at = format!(
+                        "policy for tenant `{}` with agent `{}`",
+                        tenant.unwrap_or("*"),
+                        agent.unwrap_or("*")
+                    );
+                    parse(&raw, &at, problems);
+                }
+            }
         }
-        let key = (tenant.map(str::to_string), agent.map(str::to_string));
-        if let Some(p) = self.resolved.get(&key) {
-            return p.clone();
-        }
+    }
+
+    /// The global table with the matching overrides merged on: tenant, then agent, then the
+    /// pair. `touched` is false when none matched.
+    fn layered(&self, tenant: Option<&str>, agent: Option<&str>) -> (Value, bool) {
         let mut raw = self.global_raw.clone();
         let mut touched = false;
         for stage in 0..3 {
@@ -116,6 +145,20 @@ impl PolicySet {
                 }
             }
         }
+        (raw, touched)
+    }
+
+    /// The policy for a (tenant, agent): global, then the tenant's override, then the
+    /// agent's, then the pair's; cached. Every combination was checked by `compile`.
+    pub fn resolve(&mut self, tenant: Option<&str>, agent: Option<&str>) -> std::sync::Arc<Policy> {
+        if self.overrides.is_empty() {
+            return self.global.clone();
+        }
+        let key = (tenant.map(str::to_string), agent.map(str::to_string));
+        if let Some(p) = self.resolved.get(&key) {
+            return p.clone();
+        }
+        let (raw, touched) = self.layered(tenant, agent);
         let policy = if touched {
             let mut ignored = Vec::new();
             std::sync::Arc::new(parse(&raw, "policy", &mut ignored))
