@@ -208,15 +208,14 @@ impl TxnProducer {
         if !self.open {
             return Ok(());
         }
+        self.inner.purge(PurgeConfig::default().queue());
         if !self.eos() {
             // Nothing to undo: what was produced stays produced and is de-duplicated
             // downstream by verdict id; the consumer rewinds to the last commit.
-            self.inner.purge(PurgeConfig::default().queue());
             let _ = self.inner.flush(TXN_TIMEOUT);
             self.open = false;
             return Ok(());
         }
-        self.inner.purge(PurgeConfig::default().queue());
         for attempt in 1..=ATTEMPTS {
             let _ = self.inner.flush(TXN_TIMEOUT);
             match self.inner.abort_transaction(TXN_TIMEOUT) {

@@ -399,9 +399,7 @@ impl Worker {
             self.note_fenced(e);
             // Whatever failed, nothing of this batch may commit later, and nothing at all
             // until the engines are back at the last commit.
-            if let Err(e) = self.producer.abort() {
-                self.note_fenced(&e);
-            }
+            self.end_transaction();
             self.needs_rewind = true;
         }
         result
@@ -493,10 +491,15 @@ impl Worker {
                 .with_label_values(&["abort"])
                 .inc();
         }
+        self.end_transaction();
+        self.batch_events = 0;
+    }
+
+    /// Ends the producer's open transaction, if any, without committing it.
+    fn end_transaction(&mut self) {
         if let Err(e) = self.producer.abort() {
             self.note_fenced(&e);
         }
-        self.batch_events = 0;
     }
 
     fn note_fenced(&mut self, e: &KafkaError) {
