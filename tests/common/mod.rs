@@ -61,7 +61,10 @@ impl Script {
     }
 
     pub fn user(&mut self, text: &str) -> String {
-        self.push(Body::UserMessage { text: text.into() })
+        self.push(Body::UserMessage {
+            text: text.into(),
+            limits: Default::default(),
+        })
     }
 
     pub fn assistant(&mut self, text: &str) -> String {
