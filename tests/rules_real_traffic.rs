@@ -276,3 +276,120 @@ fn repeated_lines_inside_a_code_block_are_code_but_a_whole_block_again_is_a_repe
     let v = run(&s.events);
     assert_eq!(of_rule(&v, Rule::ContentRepeat).len(), 1, "{v:#?}");
 }
+
+#[test]
+fn a_long_customer_service_conversation_gets_nothing() {
+    // The shape of a retail support session: lookups by id, a change, the same lookups again
+    // after it, over many user turns, the user's details fetched in several requests.
+    let mut s = Script::new("cs");
+    let user = json!({"user_id": "yusuf_rossi_9620"});
+    let order = |n: u32| json!({"order_id": format!("#W{n:07}")});
+    s.user("I want to cancel an order and change an address.");
+    s.round(
+        "find_user_id_by_name_zip",
+        json!({"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}),
+        None,
+    );
+    s.round("get_user_details", user.clone(), None);
+    for n in [2378156, 4776164, 6679257] {
+        s.round("get_order_details", order(n), None);
+    }
+    s.assistant("Which order would you like to cancel?");
+    s.user("The second one, I ordered by mistake.");
+    s.round("get_order_details", order(4776164), None);
+    s.round(
+        "cancel_pending_order",
+        json!({"order_id": "#W4776164", "reason": "ordered by mistake"}),
+        None,
+    );
+    s.round("get_order_details", order(4776164), None);
+    s.assistant("Done: the order is cancelled and refunded to your card.");
+    s.user("Now change the address of the first one.");
+    s.round("get_user_details", user.clone(), None);
+    s.round("get_order_details", order(2378156), None);
+    s.round(
+        "modify_pending_order_address",
+        json!({"order_id": "#W2378156", "address1": "445 Maple Drive", "address2": "Suite 394", "city": "Fort Worth", "country": "USA", "state": "TX", "zip": "76165"}),
+        None,
+    );
+    s.round("get_order_details", order(2378156), None);
+    s.assistant("The address is updated.");
+    s.user("And my default address too, same one.");
+    s.round("get_user_details", user.clone(), None);
+    s.round(
+        "modify_user_address",
+        json!({"user_id": "yusuf_rossi_9620", "address1": "445 Maple Drive", "address2": "Suite 394", "city": "Fort Worth", "country": "USA", "state": "TX", "zip": "76165"}),
+        None,
+    );
+    s.round("get_user_details", user, None);
+    s.assistant("Your default address is updated too. Anything else?");
+    let v = run(&s.events);
+    assert!(v.is_empty(), "{v:#?}");
+}
+
+#[test]
+fn the_same_code_quoted_in_several_thoughts_is_not_a_reasoning_loop() {
+    // A debugging agent quotes the line it suspects in three thoughts, far apart.
+    let code = "```python\nfor lh_field, rh_field in self.field.related_fields:\n    setattr(instance, lh_field.attname, getattr(value, rh_field.attname))\n```\n";
+    let mut s = Script::new("s");
+    s.user("fix the descriptor");
+    for i in 0..3 {
+        s.new_turn();
+        s.reasoning_final(&format!(
+            "Attempt {i}: the assignment happens here:\n\n{code}\nso check case {i} next."
+        ));
+        s.turn_end();
+        s.round(
+            "read_file",
+            json!({"path": format!("django/db/models/f{i}.py")}),
+            None,
+        );
+    }
+    let v = run(&s.events);
+    assert!(
+        v.iter().all(|x| !x.rule.as_str().starts_with("reasoning.")),
+        "{v:#?}"
+    );
+}
+
+#[test]
+fn without_an_announced_budget_the_policy_then_the_fleet_default_applies() {
+    let rounds = |s: &mut Script, n: usize| {
+        let mut calls = Vec::new();
+        for i in 0..n {
+            calls.push(s.round("edit_file", json!({"path": format!("f{i}.rs")}), None));
+        }
+        calls
+    };
+    // 40 rounds, no announcement, default policy: nothing.
+    let mut s = Script::new("s");
+    s.user("long task");
+    rounds(&mut s, 40);
+    assert!(run(&s.events).is_empty());
+    // An agent configured with 15: the seed's abort at round 16.
+    let mut s = Script::new("s");
+    s.user("long task");
+    let calls = rounds(&mut s, 17);
+    let v = run_with(&json!({"budget": {"max_tool_rounds": 15}}), &s.events);
+    let aborts = of_rule(&v, Rule::ToolRounds);
+    assert_eq!(aborts.len(), 1, "{v:#?}");
+    assert_eq!(aborts[0].event_id, calls[15]);
+    // The runtime's announcement wins over the policy, both ways.
+    let mut s = Script::new("s");
+    s.user_with_budget("long task", 30);
+    let calls = rounds(&mut s, 31);
+    let v = run_with(&json!({"budget": {"max_tool_rounds": 15}}), &s.events);
+    let aborts = of_rule(&v, Rule::ToolRounds);
+    assert_eq!(aborts.len(), 1, "{v:#?}");
+    assert_eq!(aborts[0].event_id, calls[30]);
+    assert_eq!(aborts[0].evidence["announced"], true);
+    // The 8-round discovery nudge needs 25 rounds under the fleet default.
+    let mut s = Script::new("s");
+    s.user("explore");
+    for i in 0..24 {
+        s.round("read_file", json!({"path": format!("src/m{i}.rs")}), None);
+    }
+    assert!(run(&s.events).is_empty());
+    s.round("read_file", json!({"path": "src/m24.rs"}), None);
+    assert_eq!(of_rule(&run(&s.events), Rule::DiscoveryOnly).len(), 1);
+}

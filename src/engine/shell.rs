@@ -100,7 +100,7 @@ fn identity_options(words: &[String], keys: &[String], out: &mut Vec<String>) {
                 None => (opt, None),
             };
             let name = name.replace('-', "_");
-            if keys.iter().any(|k| *k == name) {
+            if crate::engine::canon::is_identity_key(&name, keys) {
                 let value = inline
                     .or_else(|| words.get(i + 1).cloned())
                     .unwrap_or_default();

@@ -67,6 +67,16 @@ impl Script {
         })
     }
 
+    /// A request whose runtime announces its own round budget (`limits.max_tool_rounds`).
+    pub fn user_with_budget(&mut self, text: &str, max_tool_rounds: u32) -> String {
+        self.push(Body::UserMessage {
+            text: text.into(),
+            limits: loopguard::engine::event::RequestLimits {
+                max_tool_rounds: Some(max_tool_rounds),
+            },
+        })
+    }
+
     pub fn assistant(&mut self, text: &str) -> String {
         let turn_id = self.turn_id();
         self.push(Body::AssistantMessage {

@@ -40,6 +40,9 @@ pub struct ToolPolicy {
     pub shell_tools: Vec<String>,
     /// Tools that change the world by their nature (used when a result carries no effect).
     pub mutation_tools: Vec<String>,
+    /// A tool whose name starts with one of these verbs (`cancel_order`, `updateUser`,
+    /// `book-flight`) changes the world too (used when a result carries no effect).
+    pub mutation_verbs: Vec<String>,
     /// Rounds of proven no-change before the steer (004: LOOP_WARN).
     pub no_change_steer_rounds: usize,
     /// Rounds of proven no-change before the abort (004: LOOP_HARD = LOOP_WARN + 2).
@@ -130,6 +133,11 @@ impl Default for ToolPolicy {
                 "move_file",
                 "rename_file",
                 "multi_edit",
+            ]),
+            mutation_verbs: strings(&[
+                "add", "apply", "book", "cancel", "create", "delete", "edit", "exchange", "insert",
+                "install", "modify", "move", "patch", "post", "put", "remove", "rename", "replace",
+                "reset", "return", "set", "transfer", "update", "upsert", "write",
             ]),
             no_change_steer_rounds: 3,
             no_change_abort_rounds: 5,

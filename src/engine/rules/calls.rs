@@ -42,6 +42,19 @@ pub struct CallRecord {
     pub restores: bool,
 }
 
+/// The first word of a tool name, lower-cased: `cancel_order`, `cancel-order` and
+/// `cancelOrder` all give `cancel`.
+fn first_word(tool: &str) -> String {
+    let mut word = String::new();
+    for (i, c) in tool.char_indices() {
+        if c == '_' || c == '-' || c == '.' || c == ' ' || (i > 0 && c.is_uppercase()) {
+            break;
+        }
+        word.extend(c.to_lowercase());
+    }
+    word
+}
+
 /// What the call's command text says it does: the whole analysis for shell tools; for
 /// another tool that takes a command line, only its identity options.
 fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<shell::Command> {
@@ -84,7 +97,8 @@ impl CallRecord {
             key.extend_from_slice(targets.as_bytes());
             identity = canon::hash64(&key) | 1;
         }
-        let named_mutation = p.mutation_tools.iter().any(|t| t == tool);
+        let named_mutation = p.mutation_tools.iter().any(|t| t == tool)
+            || p.mutation_verbs.iter().any(|v| *v == first_word(tool));
         CallRecord {
             call_id: call_id.to_string(),
             tool: tool.to_string(),

@@ -75,13 +75,6 @@ pub type HashMap64<V> = std::collections::HashMap<u64, V, std::hash::BuildHasher
 /// What a response boundary looks like to the tight-repeat and sentence detectors.
 const BOUNDARY: char = '\n';
 
-/// A char no text contains, different for each boundary (private use plane 15): the block
-/// detector's windows never span two responses, so two responses' thoughts glued together
-/// never make a block that neither of them holds.
-fn boundary_marker(n: u32) -> char {
-    char::from_u32(0xF0000 + n % 0xFFFE).unwrap_or('\u{F0000}')
-}
-
 /// The reasoning stream of one request: tight repeats, variant repeats, long-range blocks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReasoningText {
@@ -91,8 +84,9 @@ pub struct ReasoningText {
     /// A response ended since the last char: the next text starts after a boundary.
     #[serde(default)]
     pending_boundary: bool,
+    /// Fenced code quoted in the reasoning: the block detector does not see it.
     #[serde(default)]
-    boundaries: u32,
+    fences: fence::Fences,
 }
 
 /// Sizes for the reasoning stream.
@@ -114,7 +108,7 @@ impl ReasoningText {
             variant: VariantRepeat::new(s.variant_count, s.variant_min_chars),
             block: BlockRepeat::new(s.block_window, s.block_count, s.tail),
             pending_boundary: false,
-            boundaries: 0,
+            fences: fence::Fences::default(),
         }
     }
 
@@ -128,11 +122,11 @@ impl ReasoningText {
     pub fn push_str(&mut self, text: &str, enabled: [bool; 3], hits: &mut Vec<Hit>) {
         if self.pending_boundary && !text.is_empty() {
             self.pending_boundary = false;
-            self.boundaries = self.boundaries.wrapping_add(1);
+            self.block.mark_boundary();
+            let _ = self.fences.push(BOUNDARY);
             let t = self.tandem.push(BOUNDARY);
             let v = self.variant.push(BOUNDARY);
-            let b = self.block.push(boundary_marker(self.boundaries));
-            let hit = [t, v, b]
+            let hit = [t, v]
                 .into_iter()
                 .zip(enabled)
                 .find_map(|(h, on)| if on { h } else { None });
@@ -145,7 +139,12 @@ impl ReasoningText {
             let hit = {
                 let t = self.tandem.push(c);
                 let v = self.variant.push(c);
-                let b = if is_body(c) { self.block.push(c) } else { None };
+                let prose = self.fences.push(c).prose;
+                let b = if prose && is_body(c) {
+                    self.block.push(c)
+                } else {
+                    None
+                };
                 [t, v, b]
                     .into_iter()
                     .zip(enabled)
@@ -177,7 +176,10 @@ impl ReasoningText {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.tandem.heap_bytes() + self.block.heap_bytes() + self.variant.heap_bytes()
+        self.tandem.heap_bytes()
+            + self.block.heap_bytes()
+            + self.variant.heap_bytes()
+            + self.fences.heap_bytes()
     }
 }
 
