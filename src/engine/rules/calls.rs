@@ -97,8 +97,10 @@ impl CallRecord {
             key.extend_from_slice(targets.as_bytes());
             identity = canon::hash64(&key) | 1;
         }
-        let named_mutation = p.mutation_tools.iter().any(|t| t == tool)
-            || p.mutation_verbs.iter().any(|v| *v == first_word(tool));
+        let named_mutation = p.mutation_tools.iter().any(|t| t == tool) || {
+            let verb = first_word(tool);
+            p.mutation_verbs.iter().any(|v| *v == verb)
+        };
         CallRecord {
             call_id: call_id.to_string(),
             tool: tool.to_string(),

@@ -280,9 +280,11 @@ impl SessionState {
         }
         req.required.on_call(tool, args, cx);
         let at = req.window.next_position();
-        let record = calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), at, &p.tool);
-        let (sig, mutates, restores) = (record.sig, record.mutates, record.restores);
+        let (mut sig, mut mutates, mut restores) = (0, false, false);
         if !exempt {
+            let record =
+                calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), at, &p.tool);
+            (sig, mutates, restores) = (record.sig, record.mutates, record.restores);
             let keep = p.tool.window.max(1);
             req.window.push(record.clone(), keep);
             let repeated = req.exact.on_call(&req.window, cx) || req.fuzzy.on_call(&req.window, cx);
