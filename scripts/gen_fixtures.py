@@ -401,29 +401,28 @@ def discovery_only():
     return s.lines()
 
 
-def budget_abort():
-    # 17 rounds in one request whose runtime announces seed 000's budget of 15: a warning when
-    # round 12 starts (80 % of 15), an abort when round 16 starts, and nothing more for
-    # round 17 (once per request).
-    s = Session("budget", who=WHO)
-    s.user("Port the whole test suite to the new framework.", limits={"max_tool_rounds": 15})
+def seventeen_rounds(sid, limits=None):
+    """One request of 17 healthy rounds (edit, test, edit, ...), with an announced budget or not."""
+    s = Session(sid, who=WHO)
+    s.user("Port the whole test suite to the new framework.", limits=limits)
     for i in range(17):
         tool = "edit_file" if i % 2 == 0 else "run_tests"
         ev = mutation(f"h{i}", f"h{i + 1}") if tool == "edit_file" else {"effect": "none", "new_info": True}
         s.round(tool, {"path": f"tests/suite_{i}.py"}, evidence=ev)
     return s.lines()
+
+
+def budget_abort():
+    # 17 rounds in one request whose runtime announces seed 000's budget of 15: a warning when
+    # round 12 starts (80 % of 15), an abort when round 16 starts, and nothing more for
+    # round 17 (once per request).
+    return seventeen_rounds("budget", limits={"max_tool_rounds": 15})
 
 
 def budget_fleet_default():
     # The same 17 rounds with no announced budget: the fleet default (250) applies, so a
     # long healthy run gets nothing.
-    s = Session("budget-default", who=WHO)
-    s.user("Port the whole test suite to the new framework.")
-    for i in range(17):
-        tool = "edit_file" if i % 2 == 0 else "run_tests"
-        ev = mutation(f"h{i}", f"h{i + 1}") if tool == "edit_file" else {"effect": "none", "new_info": True}
-        s.round(tool, {"path": f"tests/suite_{i}.py"}, evidence=ev)
-    return s.lines()
+    return seventeen_rounds("budget-default")
 
 
 def budget_reset():

@@ -191,6 +191,14 @@ pub fn strong(verdicts: &[Verdict]) -> Vec<&Verdict> {
         .collect()
 }
 
+/// The verdicts of the reasoning rules.
+pub fn reasoning_verdicts(verdicts: &[Verdict]) -> Vec<&Verdict> {
+    verdicts
+        .iter()
+        .filter(|v| v.rule.as_str().starts_with("reasoning."))
+        .collect()
+}
+
 pub fn evidence(effect: &str) -> Evidence {
     serde_json::from_value(json!({"effect": effect})).unwrap()
 }
