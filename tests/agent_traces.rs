@@ -14,14 +14,7 @@ const DIR: &str = "tests/data/real/agent-traces";
 
 /// Soft verdicts accepted on sessions labelled healthy, each with why a person would accept
 /// it: (session, rule, action, call number).
-const ACCEPTED_SOFT: [(&str, &str, &str, usize, &str); 5] = [
-    (
-        "ext-mini-dj13964",
-        "tool.error_repeat",
-        "steer",
-        47,
-        "the same traceback three times in a row while flailing (label: a soft nudge is reasonable)",
-    ),
+const ACCEPTED_SOFT: [(&str, &str, &str, usize, &str); 4] = [
     (
         "ext-mini-dj13964",
         "tool.revert_cycle",

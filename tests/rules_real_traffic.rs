@@ -390,3 +390,57 @@ fn without_an_announced_budget_the_policy_then_the_fleet_default_applies() {
     s.round("read_file", json!({"path": "src/m24.rs"}), None);
     assert_eq!(of_rule(&run(&s.events), Rule::DiscoveryOnly).len(), 1);
 }
+
+#[test]
+fn a_multi_purpose_editors_write_commands_are_changes() {
+    // `str_replace_editor`: view, edit, view again, three times; no effect in the results.
+    let mut s = Script::new("s");
+    s.user("fix");
+    let view = json!({"command": "view", "path": "/repo/a.py", "view_range": [40, 60]});
+    for i in 0..3 {
+        s.round("str_replace_editor", view.clone(), None);
+        s.round(
+            "str_replace_editor",
+            json!({"command": "str_replace", "path": "/repo/a.py", "old_str": format!("x{i}"), "new_str": format!("y{i}")}),
+            None,
+        );
+    }
+    s.round("str_replace_editor", view, None);
+    let v = run(&s.events);
+    assert!(strong(&v).is_empty(), "{v:#?}");
+}
+
+#[test]
+fn an_error_that_says_nothing_is_the_same_error_only_for_the_same_call() {
+    let grep = |s: &mut Script, pattern: &str| {
+        s.new_turn();
+        let (_, c) = s.call(
+            "bash",
+            json!({"command": format!("grep -n '{pattern}' src/app.py")}),
+        );
+        s.turn_end();
+        s.result(&c, "bash", false, Some("error"), None)
+    };
+    let mut s = Script::new("s");
+    s.user("find it");
+    for p in ["def save", "def pre_save", "class Meta"] {
+        grep(&mut s, p);
+    }
+    assert!(of_rule(&run(&s.events), Rule::ErrorRepeat).is_empty());
+    // Three different commands failing with one informative error still steer.
+    let mut s = Script::new("s");
+    s.user("build");
+    for j in 1..=3 {
+        s.new_turn();
+        let (_, c) = s.call("bash", json!({"command": format!("make -j{j}")}));
+        s.turn_end();
+        s.result(
+            &c,
+            "bash",
+            false,
+            Some("error: linker `cc` not found"),
+            None,
+        );
+    }
+    assert_eq!(of_rule(&run(&s.events), Rule::ErrorRepeat).len(), 1);
+}

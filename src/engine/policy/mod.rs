@@ -137,7 +137,7 @@ impl Default for ToolPolicy {
             mutation_verbs: strings(&[
                 "add", "apply", "book", "cancel", "create", "delete", "edit", "exchange", "insert",
                 "install", "modify", "move", "patch", "post", "put", "remove", "rename", "replace",
-                "reset", "return", "set", "transfer", "update", "upsert", "write",
+                "reset", "return", "set", "transfer", "undo", "update", "upsert", "write",
             ]),
             no_change_steer_rounds: 3,
             no_change_abort_rounds: 5,

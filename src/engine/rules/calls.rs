@@ -42,6 +42,25 @@ pub struct CallRecord {
     pub restores: bool,
 }
 
+/// A tool (or a tool's sub-command) that changes the world by its name: listed in
+/// `mutation_tools`, or starting with a verb of `mutation_verbs`.
+fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
+    p.mutation_tools.iter().any(|t| t == name) || {
+        let verb = first_word(name);
+        p.mutation_verbs.iter().any(|v| *v == verb)
+    }
+}
+
+/// The sub-command of a multi-purpose tool (`str_replace_editor` with `command:
+/// "str_replace"`, a `files` tool with `action: "delete"`): the first word of that argument.
+fn subcommand(args: &Value) -> Option<&str> {
+    let map = args.as_object()?;
+    ["command", "action", "operation", "op"]
+        .iter()
+        .find_map(|k| map.get(*k).and_then(Value::as_str))
+        .and_then(|c| c.split_whitespace().next())
+}
+
 /// The first word of a tool name, lower-cased: `cancel_order`, `cancel-order` and
 /// `cancelOrder` all give `cancel`.
 fn first_word(tool: &str) -> String {
@@ -97,10 +116,9 @@ impl CallRecord {
             key.extend_from_slice(targets.as_bytes());
             identity = canon::hash64(&key) | 1;
         }
-        let named_mutation = p.mutation_tools.iter().any(|t| t == tool) || {
-            let verb = first_word(tool);
-            p.mutation_verbs.iter().any(|v| *v == verb)
-        };
+        let named_mutation = writes_by_name(tool, p)
+            || (!p.shell_tools.iter().any(|t| t == tool)
+                && subcommand(args).is_some_and(|c| writes_by_name(c, p)));
         CallRecord {
             call_id: call_id.to_string(),
             tool: tool.to_string(),

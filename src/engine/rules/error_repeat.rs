@@ -20,15 +20,22 @@ pub fn normalize(error: &str) -> String {
     error.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// An error text that says nothing about the failure (empty, `error`, `exit code 1`): two
+/// calls failing with it did not fail "the same way" unless they are the same call.
+fn uninformative(normalized: &str) -> bool {
+    normalized.split(' ').filter(|w| !w.is_empty()).count() < 3 && normalized.len() < 24
+}
+
 impl ErrorRepeat {
-    /// A result of `tool`; `error` when it failed. Returns true when it steered.
-    pub fn on_result(&mut self, tool: &str, error: Option<&str>, cx: &mut Cx) -> bool {
+    /// A result of call `sig` of `tool`; `error` when it failed. Returns true when it steered.
+    pub fn on_result(&mut self, sig: u64, tool: &str, error: Option<&str>, cx: &mut Cx) -> bool {
         let Some(error) = error else {
             self.streak = 0;
             return false;
         };
         let normalized = normalize(error);
-        let key = hash64(format!("{tool}\0{normalized}").as_bytes());
+        let call = if uninformative(&normalized) { sig } else { 0 };
+        let key = hash64(format!("{tool}\0{call:x}\0{normalized}").as_bytes());
         if key == self.key && self.streak > 0 {
             self.streak += 1;
         } else {

@@ -357,7 +357,9 @@ impl SessionState {
             if let Some(e) = normalized.as_deref() {
                 req.window.record_error(call_id, hash64(e.as_bytes()));
             }
-            let steered = req.errors.on_result(tool, normalized.as_deref(), cx);
+            let steered = req
+                .errors
+                .on_result(pending.sig, tool, normalized.as_deref(), cx);
             if let Some(e) = normalized.as_deref().filter(|_| !steered) {
                 self.failures
                     .on_failure(pending.sig, tool, e, self.requests, cx);
