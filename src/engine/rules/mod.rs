@@ -215,7 +215,6 @@ impl SessionState {
                 }
             }
             Body::TurnEnd { turn_id } => {
-                self.request.text.compact();
                 let made_calls = self.turn.as_ref().is_some_and(|t| t.tool_calls > 0);
                 self.request.required.on_turn_end(made_calls, cx);
                 if let Some(open) = self
@@ -407,6 +406,12 @@ impl SessionState {
             req.discovery.on_round(req.non_discovery == 0, budget, cx);
         }
         req.budget.on_round_end(outcome);
+    }
+
+    /// Frees the text detectors' lookup tables (they are rebuilt from the kept text when more
+    /// text comes): the engine keeps them only for its most recently active text sessions.
+    pub fn compact_text(&mut self) {
+        self.request.text.compact();
     }
 
     /// Rebuilds derived lookup tables after the state was deserialized.
