@@ -137,8 +137,9 @@ const SESSIONS: usize = 200;
 /// A named way to bring a session into a state.
 type State<'a> = (&'static str, Box<dyn Fn(&mut Feed) + 'a>);
 
-/// Builds `SESSIONS` sessions in one state; returns (estimate, real heap, snapshot) per session.
-fn measure(state: &dyn Fn(&mut Feed)) -> (usize, usize, usize) {
+/// Builds `SESSIONS` sessions in one state, `hot` of them keeping their text lookup tables;
+/// returns (estimate, real heap, snapshot) per session.
+fn measure(state: &dyn Fn(&mut Feed), hot: usize) -> (usize, usize, usize) {
     let feeds: Vec<Feed> = (0..SESSIONS)
         .map(|i| {
             let mut f = Feed::new(format!("session-{i:06}"));
@@ -150,7 +151,11 @@ fn measure(state: &dyn Fn(&mut Feed)) -> (usize, usize, usize) {
     let mut events: Vec<Event> = feeds.into_iter().flat_map(|f| f.events).collect();
     // Fed as clones, so the events' own heap is allocated and freed inside the window.
     events.sort_by_key(|e| e.meta.ts_ms);
-    let mut engine = Engine::new(PolicySet::default(), Limits::default());
+    let limits = Limits {
+        hot_text_sessions: hot,
+        ..Limits::default()
+    };
+    let mut engine = Engine::new(PolicySet::default(), limits);
     let mut out = Vec::new();
     // Warm up: the first session creates shared structures (policy resolution cache).
     let mut warm = Feed::new("warm".into());
@@ -212,10 +217,12 @@ fn bytes_per_session() {
             }),
         ),
     ];
-    println!("| state | session_bytes | real heap | JSON snapshot |");
-    println!("|---|---:|---:|---:|");
+    println!("| state | text tables | session_bytes | real heap | JSON snapshot |");
+    println!("|---|---|---:|---:|---:|");
     for (name, state) in &states {
-        let (estimate, real, snapshot) = measure(state.as_ref());
-        println!("| {name} | {estimate} | {real} | {snapshot} |");
+        for (tables, hot) in [("kept (hot)", SESSIONS), ("freed (cold)", 0)] {
+            let (estimate, real, snapshot) = measure(state.as_ref(), hot);
+            println!("| {name} | {tables} | {estimate} | {real} | {snapshot} |");
+        }
     }
 }
