@@ -1,5 +1,9 @@
-//! Real runs as a healthy control: three OpenHands runs (MIT, see data/real/README.md)
-//! converted to the contract's events must get no `tool.*` block or abort.
+//! Real runs: three OpenHands runs (MIT, see data/real/README.md) converted to the
+//! contract's events, a healthy control that gets no block on work; and the 24 labelled
+//! agent sessions of data/real/agent-traces, every one judged against its label
+//! (`agent_traces`).
+#[path = "real_data/agent_traces.rs"]
+mod agent_traces;
 mod common;
 
 use common::*;

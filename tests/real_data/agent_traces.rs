@@ -1,4 +1,4 @@
-//! Real agent sessions (SWE-agent and mini-swe-agent trajectories, MIT; see
+//! The labelled real agent sessions (SWE-agent and mini-swe-agent trajectories, MIT; see
 //! tests/data/real/agent-traces/README.md), replayed through the engine with the default
 //! policy and judged against their labels: every loop flagged on time, no block or abort on
 //! healthy work, and only the soft verdicts listed here on healthy sessions.
