@@ -18,6 +18,8 @@ use std::sync::Arc;
 pub enum PartitionStatus {
     Restoring,
     Active,
+    /// Rewound repeatedly to the same offset (a failing batch); unready until it commits.
+    Stuck,
 }
 
 /// State shared between the consumer thread and the admin side.
@@ -74,16 +76,14 @@ async fn readyz(State(s): State<Arc<Shared>>) -> Response {
     if s.is_ready() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
-        let restoring = s
-            .partitions
-            .iter()
-            .filter(|p| *p.value() == PartitionStatus::Restoring)
-            .count();
+        let count = |status| s.partitions.iter().filter(|p| *p.value() == status).count();
         (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "not ready: joined={}, restoring partitions={restoring}\n",
-                s.joined.load(Ordering::Acquire)
+                "not ready: joined={}, restoring partitions={}, stuck partitions={}\n",
+                s.joined.load(Ordering::Acquire),
+                count(PartitionStatus::Restoring),
+                count(PartitionStatus::Stuck),
             ),
         )
             .into_response()

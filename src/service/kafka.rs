@@ -91,6 +91,9 @@ pub fn state_reader_config(cfg: &Config) -> ClientConfig {
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
+        // A restore waits for each partition's end: the broker's default 500 ms wait
+        // for more data was most of a restore's time.
+        .set("fetch.wait.max.ms", "10")
         .set("auto.offset.reset", "earliest");
     c
 }

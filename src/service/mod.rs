@@ -3,11 +3,13 @@
 //! commit in-flight work -> exit.
 
 pub mod admin;
+pub mod dlq;
 pub mod embedded;
 pub mod kafka;
 pub mod metrics;
 pub mod partition;
 pub mod rebalance;
+pub mod retry;
 pub mod state;
 pub mod txn;
 pub mod worker;

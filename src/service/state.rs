@@ -2,12 +2,12 @@
 //! (read_committed) into a fresh engine, then re-running the events between the checkpoint
 //! and the committed offset, before the partition's first new event is processed.
 
-use crate::engine::event::Event;
 use crate::engine::{Clock, Engine};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// The group-less consumer used for restores.
@@ -62,50 +62,62 @@ pub enum RestoredAt {
 /// Longest a restore may take before the instance gives up (and is restarted).
 const RESTORE_LIMIT: Duration = Duration::from_secs(600);
 
-/// Reads `partition` of `topic` from `from` until the position reaches `until` (exclusive),
-/// handing each record to `each`. With read_committed, waiting for the position (not for
-/// the first partition end, which is the last stable offset) means every transaction
-/// started before `until` was taken is decided, committed or aborted.
-fn read_range(
+/// Reads each listed partition of `topic` from its `from` until its position reaches its
+/// `until` (exclusive), all partitions in one pass, handing each record to `each`. With
+/// read_committed, waiting for the position (not for the first partition end, which is the
+/// last stable offset) means every transaction started before `until` was taken is
+/// decided, committed or aborted.
+fn read_ranges(
     reader: &StateReader,
     topic: &str,
-    partition: i32,
-    from: Offset,
-    until: i64,
+    ranges: &BTreeMap<i32, (Offset, i64)>,
     mut each: impl FnMut(&BorrowedMessage<'_>),
 ) -> Result<(), KafkaError> {
+    let mut open: BTreeMap<i32, i64> = ranges.iter().map(|(&p, &(_, until))| (p, until)).collect();
+    if open.is_empty() {
+        return Ok(());
+    }
     let c = &reader.consumer;
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, from)?;
+    for (&p, &(from, _)) in ranges {
+        tpl.add_partition_offset(topic, p, from)?;
+    }
     c.assign(&tpl)?;
     let started = Instant::now();
     let result = loop {
+        if open.is_empty() {
+            break Ok(());
+        }
         if started.elapsed() > RESTORE_LIMIT {
             break Err(KafkaError::Global(
                 rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
             ));
         }
         match c.poll(Duration::from_millis(200)) {
-            // A record fetched for an earlier assignment of this reader is not ours.
-            Some(Ok(m)) if m.topic() != topic || m.partition() != partition => {}
-            Some(Ok(m)) if m.offset() >= until => break Ok(()),
+            Some(Ok(m)) if m.topic() != topic => {}
             Some(Ok(m)) => {
-                each(&m);
+                // A record of a partition already done (or of an earlier assignment of
+                // this reader) is not ours.
+                let Some(&until) = open.get(&m.partition()) else {
+                    continue;
+                };
+                if m.offset() < until {
+                    each(&m);
+                }
                 if m.offset() + 1 >= until {
-                    break Ok(());
+                    open.remove(&m.partition());
                 }
             }
             Some(Err(KafkaError::PartitionEOF(_))) | None => {
-                let position = c
-                    .position()?
-                    .elements()
-                    .first()
-                    .and_then(|e| match e.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    });
-                if position.is_some_and(|p| p >= until) {
-                    break Ok(());
+                // Transaction markers take offsets no record is delivered for.
+                for e in c.position()?.elements() {
+                    if let (Offset::Offset(o), Some(&until)) =
+                        (e.offset(), open.get(&e.partition()))
+                    {
+                        if e.topic() == topic && o >= until {
+                            open.remove(&e.partition());
+                        }
+                    }
                 }
             }
             Some(Err(e)) => break Err(e),
@@ -115,28 +127,34 @@ fn read_range(
     result
 }
 
-/// Restores every session of `partition`'s last checkpoint into `engine`; returns it with
-/// where the checkpoint stands.
-pub fn restore_partition(
+/// Restores the last checkpoint of each partition of `engines` from the state topic, all
+/// in one read; returns the engines with where each checkpoint stands.
+pub fn restore_partitions(
     reader: &StateReader,
     topic: &str,
-    partition: i32,
-    mut engine: Engine,
-) -> Result<(Engine, RestoredAt), KafkaError> {
-    let (low, high) =
-        reader
+    engines: BTreeMap<i32, Engine>,
+) -> Result<BTreeMap<i32, (Engine, RestoredAt)>, KafkaError> {
+    let mut ranges = BTreeMap::new();
+    for &p in engines.keys() {
+        let (low, high) = reader
             .consumer
-            .fetch_watermarks(topic, partition, Duration::from_secs(10))?;
-    if high <= low {
-        return Ok((engine, RestoredAt::Fresh));
+            .fetch_watermarks(topic, p, Duration::from_secs(10))?;
+        // Up to the high watermark taken now: the previous owner's last transaction may be
+        // committed without its markers written yet.
+        if high > low {
+            ranges.insert(p, (Offset::Beginning, high));
+        }
     }
-    let mut checkpoint: Option<Checkpoint> = None;
-    // Up to the high watermark taken now: the previous owner's last transaction may be
-    // committed without its markers written yet.
-    read_range(reader, topic, partition, Offset::Beginning, high, |m| {
+    let mut engines = engines;
+    let mut checkpoints: BTreeMap<i32, Checkpoint> = BTreeMap::new();
+    read_ranges(reader, topic, &ranges, |m| {
+        let p = m.partition();
+        let Some(engine) = engines.get_mut(&p) else {
+            return;
+        };
         if m.key() == Some(CLOCK_KEY) {
             if let Some(c) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
-                checkpoint = Some(c);
+                checkpoints.insert(p, c);
             }
             return;
         }
@@ -152,36 +170,43 @@ pub fn restore_partition(
             None => engine.forget(&key),
         }
     })?;
-    let at = match checkpoint {
-        None => RestoredAt::Fresh,
-        Some(Checkpoint { clock, offset }) => {
-            engine.restore_clock(clock);
-            offset.map_or(RestoredAt::Current, RestoredAt::Offset)
-        }
-    };
-    Ok((engine, at))
+    Ok(engines
+        .into_iter()
+        .map(|(p, mut engine)| {
+            let at = match checkpoints.get(&p) {
+                None => RestoredAt::Fresh,
+                Some(&Checkpoint { clock, offset }) => {
+                    engine.restore_clock(clock);
+                    offset.map_or(RestoredAt::Current, RestoredAt::Offset)
+                }
+            };
+            (p, (engine, at))
+        })
+        .collect())
 }
 
-/// Re-runs the events of `partition` from `from` up to `until` (exclusive) through
-/// `engine` and drops the verdicts: they were committed with those offsets. The engine is
-/// deterministic, so this rebuilds exactly the state its predecessor had at `until`.
-/// Undecodable events are skipped as the predecessor skipped them (to the dead letters).
-/// Returns how many events were re-run.
+/// Re-runs the events of each partition of `ranges` from its `from` up to its `until`
+/// (exclusive) through its engine, all partitions in one read, and drops the verdicts:
+/// they were committed with those offsets. The engine is deterministic, so this rebuilds
+/// exactly the state its predecessor had at `until`. Records the service does not judge
+/// (`dlq::read_event`) are skipped as the predecessor skipped them (to the dead letters).
+/// Returns how many events each partition re-ran.
 pub fn replay_events(
     reader: &StateReader,
     topic: &str,
-    partition: i32,
-    from: Offset,
-    until: i64,
-    engine: &mut Engine,
-) -> Result<u64, KafkaError> {
-    let mut replayed = 0u64;
+    ranges: &BTreeMap<i32, (Offset, i64)>,
+    engines: &mut BTreeMap<i32, Engine>,
+) -> Result<BTreeMap<i32, u64>, KafkaError> {
+    let mut replayed: BTreeMap<i32, u64> = ranges.keys().map(|&p| (p, 0)).collect();
     let mut scratch = Vec::new();
-    read_range(reader, topic, partition, from, until, |m| {
-        if let Some(Ok(event)) = m.payload().map(|p| Event::decode_keyed(p, m.key())) {
+    read_ranges(reader, topic, ranges, |m| {
+        let Some(engine) = engines.get_mut(&m.partition()) else {
+            return;
+        };
+        if let Ok(event) = super::dlq::read_event(m.key(), m.payload()) {
             engine.handle_event(event, &mut scratch);
             scratch.clear();
-            replayed += 1;
+            *replayed.entry(m.partition()).or_default() += 1;
         }
     })?;
     Ok(replayed)

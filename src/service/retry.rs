@@ -1,0 +1,236 @@
+//! The retry bound: no record can make the guard retry its offset more than
+//! `max_record_attempts` times. After a failed batch, each partition that had records in it
+//! processes its next record alone, in its own transaction, so a further failure is that
+//! record's; a record that keeps failing is given up (dead-lettered minimally, passed).
+//! Bookkeeping only: the worker does the IO.
+
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A partition that failed since its last committed progress.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Failing {
+    /// The committed offset the partition was rewound to.
+    offset: Option<i64>,
+    /// Rewinds to that offset.
+    rewinds: u32,
+    /// Failures that can be the records' fault (not a broker outage).
+    strikes: u32,
+}
+
+/// One failed attempt, applied at the next rewind (when the committed offsets are known).
+#[derive(Debug, Clone, Copy)]
+struct Failure {
+    partition: i32,
+    /// The offset of the record processed alone, when the failure is certainly its own.
+    alone: Option<i64>,
+    strike: bool,
+}
+
+#[derive(Debug)]
+pub struct Retries {
+    max_attempts: u32,
+    failing: BTreeMap<i32, Failing>,
+    /// The record the open transaction holds alone.
+    alone: Option<(i32, i64)>,
+    pending: Vec<Failure>,
+    given_up: BTreeSet<(i32, i64)>,
+}
+
+impl Retries {
+    pub fn new(max_attempts: u32) -> Self {
+        Retries {
+            max_attempts: max_attempts.max(1),
+            failing: BTreeMap::new(),
+            alone: None,
+            pending: Vec::new(),
+            given_up: BTreeSet::new(),
+        }
+    }
+
+    /// True when `partition`'s next record must be processed in a transaction of its own.
+    pub fn isolated(&self, partition: i32) -> bool {
+        self.failing.contains_key(&partition)
+    }
+
+    /// The open transaction holds `offset` of `partition` alone.
+    pub fn alone(&mut self, partition: i32, offset: i64) {
+        self.alone = Some((partition, offset));
+    }
+
+    /// True (once) for a record given up: it is dead-lettered minimally, not processed.
+    pub fn take_given_up(&mut self, partition: i32, offset: i64) -> bool {
+        self.given_up.remove(&(partition, offset))
+    }
+
+    /// A batch (or a record alone) failed; `batch` are the partitions it held records of.
+    pub fn failed(&mut self, e: &KafkaError, batch: impl IntoIterator<Item = i32>) {
+        let strike = blames_record(e);
+        let alone = self.alone.take();
+        let mut parts: BTreeSet<i32> = batch.into_iter().collect();
+        if let Some((p, _)) = alone {
+            parts.insert(p);
+        }
+        for partition in parts {
+            self.pending.push(Failure {
+                partition,
+                alone: alone.filter(|(p, _)| *p == partition).map(|(_, o)| o),
+                strike,
+            });
+        }
+    }
+
+    /// The failed batch is rewound to `committed`: counts the failures against the offsets
+    /// they happened at. Returns the records given up by this rewind.
+    pub fn rewound(&mut self, committed: &BTreeMap<i32, Option<i64>>) -> Vec<(i32, i64)> {
+        let mut given_up = Vec::new();
+        for f in std::mem::take(&mut self.pending) {
+            let Some(&offset) = committed.get(&f.partition) else {
+                continue;
+            };
+            let state = self.failing.entry(f.partition).or_default();
+            if state.offset != offset {
+                *state = Failing {
+                    offset,
+                    ..Failing::default()
+                };
+            }
+            state.rewinds += 1;
+            state.strikes += u32::from(f.strike);
+            // A record processed alone right after the last commit is at the committed
+            // offset; only then is the failure certainly its own.
+            let its_own = f.alone.is_some() && f.alone == offset;
+            if its_own && state.strikes >= self.max_attempts {
+                if let Some(o) = f.alone {
+                    self.given_up.insert((f.partition, o));
+                    given_up.push((f.partition, o));
+                }
+            }
+        }
+        given_up
+    }
+
+    /// Rewinds of `partition` to one offset so far.
+    pub fn rewinds(&self, partition: i32) -> u32 {
+        self.failing.get(&partition).map_or(0, |f| f.rewinds)
+    }
+
+    /// Rewound repeatedly without progress: the partition reports unready.
+    pub fn stuck(&self, partition: i32) -> bool {
+        self.rewinds(partition) >= 2
+    }
+
+    /// `partition` committed past its failures.
+    pub fn progressed(&mut self, partition: i32) {
+        self.failing.remove(&partition);
+        if self.alone.is_some_and(|(p, _)| p == partition) {
+            self.alone = None;
+        }
+    }
+
+    /// `partition` left this instance.
+    pub fn forget(&mut self, partition: i32) {
+        self.progressed(partition);
+        self.given_up.retain(|(p, _)| *p != partition);
+        self.pending.retain(|f| f.partition != partition);
+    }
+}
+
+/// False for failures a broker or network outage explains (they say nothing about the
+/// records, and retrying them is right); true for everything else.
+pub fn blames_record(e: &KafkaError) -> bool {
+    use RDKafkaErrorCode::*;
+    !matches!(
+        e.rdkafka_error_code(),
+        Some(
+            OperationTimedOut
+                | MessageTimedOut
+                | RequestTimedOut
+                | BrokerTransportFailure
+                | AllBrokersDown
+                | NetworkException
+                | NotCoordinator
+                | CoordinatorNotAvailable
+                | CoordinatorLoadInProgress
+                | LeaderNotAvailable
+                | NotLeaderForPartition
+                | NotEnoughReplicas
+                | NotEnoughReplicasAfterAppend
+                | Resolve
+                | BrokerDestroy
+                | Fenced
+                | ProducerFenced
+                | ConcurrentTransactions
+                | UnstableOffsetCommit
+                | RebalanceInProgress
+                | IllegalGeneration
+                | UnknownMemberId
+                | Fatal
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn too_large() -> KafkaError {
+        KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)
+    }
+
+    fn at(p: i32, o: i64) -> BTreeMap<i32, Option<i64>> {
+        [(p, Some(o))].into_iter().collect()
+    }
+
+    #[test]
+    fn a_record_failing_alone_is_given_up_at_the_bound() {
+        let mut r = Retries::new(3);
+        // The batch fails: partitions 0 and 1 had records in it.
+        r.failed(&too_large(), [0, 1]);
+        let mut committed = at(0, 10);
+        committed.insert(1, Some(20));
+        assert!(r.rewound(&committed).is_empty());
+        assert!(r.isolated(0) && r.isolated(1));
+        // Partition 1's record alone commits: it was innocent.
+        r.progressed(1);
+        assert!(!r.isolated(1));
+        // Partition 0's record alone fails twice more: given up at the third failure.
+        r.alone(0, 10);
+        r.failed(&too_large(), []);
+        assert!(r.rewound(&at(0, 10)).is_empty());
+        assert!(r.stuck(0));
+        r.alone(0, 10);
+        r.failed(&too_large(), []);
+        assert_eq!(r.rewound(&at(0, 10)), [(0, 10)]);
+        assert_eq!(r.rewinds(0), 3);
+        assert!(r.take_given_up(0, 10));
+        assert!(!r.take_given_up(0, 10));
+        r.progressed(0);
+        assert!(!r.stuck(0));
+    }
+
+    #[test]
+    fn a_broker_outage_is_retried_without_bound_but_shows_as_stuck() {
+        let mut r = Retries::new(1);
+        for _ in 0..10 {
+            r.alone(0, 5);
+            r.failed(&KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), []);
+            assert!(r.rewound(&at(0, 5)).is_empty());
+        }
+        assert!(r.stuck(0));
+    }
+
+    #[test]
+    fn progress_resets_the_count() {
+        let mut r = Retries::new(2);
+        r.alone(0, 5);
+        r.failed(&too_large(), []);
+        r.rewound(&at(0, 5));
+        // Committed past 5 meanwhile (another path): a failure at 6 starts from zero.
+        r.alone(0, 6);
+        r.failed(&too_large(), []);
+        assert!(r.rewound(&at(0, 6)).is_empty());
+        assert_eq!(r.rewinds(0), 1);
+    }
+}
