@@ -1,8 +1,9 @@
 //! The retry bound: no record can make the guard retry its offset more than
 //! `max_record_attempts` times. After a failed batch, each partition that had records in it
-//! processes its next record alone, in its own transaction, so a further failure is that
-//! record's; a record that keeps failing is given up (dead-lettered minimally, passed).
-//! Bookkeeping only: the worker does the IO.
+//! processes them again one at a time, each in its own transaction, up to the last one the
+//! failed batch held, so a further failure is that record's own; a record that keeps
+//! failing is given up (dead-lettered minimally, passed). Bookkeeping only: the worker
+//! does the IO.
 
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
@@ -17,6 +18,8 @@ struct Failing {
     rewinds: u32,
     /// Failures that can be the records' fault (not a broker outage).
     strikes: u32,
+    /// The last offset a failed batch held: records up to it are processed alone.
+    until: i64,
 }
 
 /// One failed attempt, applied at the next rewind (when the committed offsets are known).
@@ -26,6 +29,7 @@ struct Failure {
     /// The offset of the record processed alone, when the failure is certainly its own.
     alone: Option<i64>,
     strike: bool,
+    until: i64,
 }
 
 #[derive(Debug)]
@@ -49,9 +53,12 @@ impl Retries {
         }
     }
 
-    /// True when `partition`'s next record must be processed in a transaction of its own.
-    pub fn isolated(&self, partition: i32) -> bool {
-        self.failing.contains_key(&partition)
+    /// True when the record at `offset` of `partition` must be processed in a transaction
+    /// of its own.
+    pub fn isolated(&self, partition: i32, offset: i64) -> bool {
+        self.failing
+            .get(&partition)
+            .is_some_and(|f| offset <= f.until)
     }
 
     /// The open transaction holds `offset` of `partition` alone.
@@ -64,19 +71,22 @@ impl Retries {
         self.given_up.remove(&(partition, offset))
     }
 
-    /// A batch (or a record alone) failed; `batch` are the partitions it held records of.
-    pub fn failed(&mut self, e: &KafkaError, batch: impl IntoIterator<Item = i32>) {
+    /// A batch (or a record alone) failed; `batch` are the partitions it held records of,
+    /// each with the last offset it held.
+    pub fn failed(&mut self, e: &KafkaError, batch: impl IntoIterator<Item = (i32, i64)>) {
         let strike = blames_record(e);
         let alone = self.alone.take();
-        let mut parts: BTreeSet<i32> = batch.into_iter().collect();
-        if let Some((p, _)) = alone {
-            parts.insert(p);
+        let mut parts: BTreeMap<i32, i64> = BTreeMap::new();
+        for (p, o) in batch.into_iter().chain(alone) {
+            let last = parts.entry(p).or_insert(o);
+            *last = (*last).max(o);
         }
-        for partition in parts {
+        for (partition, until) in parts {
             self.pending.push(Failure {
                 partition,
                 alone: alone.filter(|(p, _)| *p == partition).map(|(_, o)| o),
                 strike,
+                until,
             });
         }
     }
@@ -93,9 +103,11 @@ impl Retries {
             if state.offset != offset {
                 *state = Failing {
                     offset,
+                    until: state.until,
                     ..Failing::default()
                 };
             }
+            state.until = state.until.max(f.until);
             state.rewinds += 1;
             state.strikes += u32::from(f.strike);
             // A record processed alone right after the last commit is at the committed
@@ -121,17 +133,29 @@ impl Retries {
         self.rewinds(partition) >= 2
     }
 
-    /// `partition` committed past its failures.
-    pub fn progressed(&mut self, partition: i32) {
-        self.failing.remove(&partition);
+    /// `partition` committed up to `next` (the next record to process).
+    pub fn progressed(&mut self, partition: i32, next: i64) {
         if self.alone.is_some_and(|(p, _)| p == partition) {
             self.alone = None;
+        }
+        if let Some(f) = self.failing.get_mut(&partition) {
+            if next > f.until {
+                self.failing.remove(&partition);
+            } else {
+                // Past the failed offset, not yet past the failed batch: still one at a time.
+                f.offset = Some(next);
+                f.rewinds = 0;
+                f.strikes = 0;
+            }
         }
     }
 
     /// `partition` left this instance.
     pub fn forget(&mut self, partition: i32) {
-        self.progressed(partition);
+        self.failing.remove(&partition);
+        if self.alone.is_some_and(|(p, _)| p == partition) {
+            self.alone = None;
+        }
         self.given_up.retain(|(p, _)| *p != partition);
         self.pending.retain(|f| f.partition != partition);
     }
@@ -186,15 +210,16 @@ mod tests {
     #[test]
     fn a_record_failing_alone_is_given_up_at_the_bound() {
         let mut r = Retries::new(3);
-        // The batch fails: partitions 0 and 1 had records in it.
-        r.failed(&too_large(), [0, 1]);
+        // The batch fails: partition 0 held offsets up to 14, partition 1 up to 20.
+        r.failed(&too_large(), [(0, 14), (1, 20)]);
         let mut committed = at(0, 10);
         committed.insert(1, Some(20));
         assert!(r.rewound(&committed).is_empty());
-        assert!(r.isolated(0) && r.isolated(1));
+        assert!(r.isolated(0, 10) && r.isolated(0, 14) && !r.isolated(0, 15));
+        assert!(r.isolated(1, 20));
         // Partition 1's record alone commits: it was innocent.
-        r.progressed(1);
-        assert!(!r.isolated(1));
+        r.progressed(1, 21);
+        assert!(!r.isolated(1, 21));
         // Partition 0's record alone fails twice more: given up at the third failure.
         r.alone(0, 10);
         r.failed(&too_large(), []);
@@ -206,8 +231,12 @@ mod tests {
         assert_eq!(r.rewinds(0), 3);
         assert!(r.take_given_up(0, 10));
         assert!(!r.take_given_up(0, 10));
-        r.progressed(0);
+        // Past it, the rest of the failed batch still goes one at a time.
+        r.progressed(0, 11);
         assert!(!r.stuck(0));
+        assert!(r.isolated(0, 11));
+        r.progressed(0, 15);
+        assert!(!r.isolated(0, 15));
     }
 
     #[test]
@@ -222,12 +251,13 @@ mod tests {
     }
 
     #[test]
-    fn progress_resets_the_count() {
+    fn a_failure_behind_the_last_one_starts_counting_afresh() {
         let mut r = Retries::new(2);
         r.alone(0, 5);
-        r.failed(&too_large(), []);
+        r.failed(&too_large(), [(0, 9)]);
         r.rewound(&at(0, 5));
-        // Committed past 5 meanwhile (another path): a failure at 6 starts from zero.
+        // Offset 5 committed; offset 6 alone fails once: not given up yet.
+        r.progressed(0, 6);
         r.alone(0, 6);
         r.failed(&too_large(), []);
         assert!(r.rewound(&at(0, 6)).is_empty());

@@ -268,12 +268,12 @@ impl Worker {
             let committed = self.committed(consumer, &[partition])?;
             self.restore_all(&committed)?;
         }
-        if self.retries.isolated(partition) {
+        if self.retries.isolated(partition, msg.offset()) {
             // Commit what came before, so a failure from here on is this record's own.
             self.commit(consumer)?;
             self.retries.alone(partition, msg.offset());
             if let Err(e) = self.process_record(msg) {
-                self.retries.failed(&e, [partition]);
+                self.retries.failed(&e, []);
                 return Err(e);
             }
             return self.commit(consumer);
@@ -281,18 +281,17 @@ impl Worker {
         if let Err(e) = self.process_record(msg) {
             let batch = self.batch_partitions();
             self.retries
-                .failed(&e, batch.into_iter().chain([partition]));
+                .failed(&e, batch.into_iter().chain([(partition, msg.offset())]));
             return Err(e);
         }
         Ok(())
     }
 
-    /// Partitions with records in the open batch.
-    fn batch_partitions(&self) -> Vec<i32> {
+    /// Partitions with records in the open batch, each with the last offset it holds.
+    fn batch_partitions(&self) -> Vec<(i32, i64)> {
         self.parts
             .iter()
-            .filter(|(_, p)| p.next_offset.is_some())
-            .map(|(&p, _)| p)
+            .filter_map(|(&p, part)| part.next_offset.map(|next| (p, next - 1)))
             .collect()
     }
 
@@ -476,10 +475,10 @@ impl Worker {
         let outcome = if result.is_ok() { "commit" } else { "abort" };
         match &result {
             Ok(()) => {
-                for p in batch {
-                    self.retries.progressed(p);
+                for (p, last) in batch {
+                    self.retries.progressed(p, last + 1);
                     if let Some(mut status) = self.shared.partitions.get_mut(&p) {
-                        if *status == PartitionStatus::Stuck {
+                        if *status == PartitionStatus::Stuck && !self.retries.stuck(p) {
                             *status = PartitionStatus::Active;
                             drop(status);
                             self.shared.refresh_ready();
