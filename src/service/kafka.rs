@@ -94,7 +94,16 @@ pub fn state_reader_config(cfg: &Config) -> ClientConfig {
         // A restore waits for each partition's end: the broker's default 500 ms wait
         // for more data was most of a restore's time.
         .set("fetch.wait.max.ms", "10")
+        .set("fetch.error.backoff.ms", "10")
         .set("auto.offset.reset", "earliest");
+    c
+}
+
+/// The state reader's probe for high watermarks: read_uncommitted, so it is told the end
+/// of the log, not the last stable offset.
+pub fn state_probe_config(cfg: &Config) -> ClientConfig {
+    let mut c = state_reader_config(cfg);
+    c.set("isolation.level", "read_uncommitted");
     c
 }
 

@@ -44,6 +44,7 @@ pub fn run_consumer(
     let producer = txn::TxnProducer::new(cfg.clone(), &instance)?;
     let reader = state::StateReader::new(
         kafka::state_reader_config(&cfg).create_with_context(state::QuietEof)?,
+        kafka::state_probe_config(&cfg).create_with_context(state::QuietEof)?,
     );
     let worker = Worker::new(cfg.clone(), shared.clone(), producer, reader);
     let context = GuardContext::new(worker, shared.clone(), cfg.kafka.events_topic.clone());

@@ -10,14 +10,18 @@ use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// The group-less consumer used for restores.
+/// The group-less consumers used for restores: `consumer` reads (read_committed), `probe`
+/// asks for high watermarks (read_uncommitted: a read_committed client is told the last
+/// stable offset instead, which stops short of a transaction whose markers are not written
+/// yet, the previous owner's last one included).
 pub struct StateReader {
     consumer: BaseConsumer<QuietEof>,
+    probe: BaseConsumer<QuietEof>,
 }
 
 impl StateReader {
-    pub fn new(consumer: BaseConsumer<QuietEof>) -> Self {
-        StateReader { consumer }
+    pub fn new(consumer: BaseConsumer<QuietEof>, probe: BaseConsumer<QuietEof>) -> Self {
+        StateReader { consumer, probe }
     }
 }
 
@@ -26,7 +30,9 @@ pub struct QuietEof;
 
 impl rdkafka::ClientContext for QuietEof {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        let eof = matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF);
+        if !eof {
             tracing::error!(error = %error, reason, "state reader");
         }
     }
@@ -78,6 +84,9 @@ fn read_ranges(
         return Ok(());
     }
     let c = &reader.consumer;
+    // The topic's leaders in the reader's own metadata cache before the assignment: a
+    // partition with no known leader waits for librdkafka's next metadata refresh.
+    c.fetch_metadata(Some(topic), Duration::from_secs(10))?;
     let mut tpl = TopicPartitionList::new();
     for (&p, &(from, _)) in ranges {
         tpl.add_partition_offset(topic, p, from)?;
@@ -93,7 +102,9 @@ fn read_ranges(
                 rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
             ));
         }
-        match c.poll(Duration::from_millis(200)) {
+        // Short polls: partition ends reach the client context, not this loop, so the
+        // positions are looked at whenever a poll comes back empty.
+        match c.poll(Duration::from_millis(10)) {
             Some(Ok(m)) if m.topic() != topic => {}
             Some(Ok(m)) => {
                 // A record of a partition already done (or of an earlier assignment of
@@ -137,12 +148,13 @@ pub fn restore_partitions(
     let mut ranges = BTreeMap::new();
     for &p in engines.keys() {
         let (low, high) = reader
-            .consumer
+            .probe
             .fetch_watermarks(topic, p, Duration::from_secs(10))?;
         // Up to the high watermark taken now: the previous owner's last transaction may be
         // committed without its markers written yet.
         if high > low {
-            ranges.insert(p, (Offset::Beginning, high));
+            // From the low watermark as known: no offset lookup before the first fetch.
+            ranges.insert(p, (Offset::Offset(low), high));
         }
     }
     let mut engines = engines;

@@ -122,6 +122,35 @@ impl Env {
         }
     }
 
+    /// Waits until every partition of the test's topics has a leader (a loaded broker can
+    /// take seconds after creating many partitions).
+    pub fn wait_for_leaders(&self) {
+        let c = self.consumer(&format!("{}-probe", self.name));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for kind in ["events", "verdicts", "dlq", "state"] {
+            let topic = self.topic(kind);
+            while Instant::now() < deadline {
+                let ready = c
+                    .fetch_metadata(Some(&topic), Duration::from_secs(10))
+                    .ok()
+                    .and_then(|md| {
+                        let t = md.topics().first()?;
+                        Some(
+                            t.partitions().len() == self.partitions as usize
+                                && t.partitions()
+                                    .iter()
+                                    .all(|p| p.leader() >= 0 && p.error().is_none()),
+                        )
+                    })
+                    .unwrap_or(false);
+                if ready {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
     /// Writes a config file; `extra` is appended TOML.
     pub fn config(&self, extra: &str) -> String {
         let path = self.dir.path().join("loopguard.toml");
@@ -343,7 +372,11 @@ impl Env {
         Command::new(bin)
             .args(["serve", "--config", config])
             .env("LOOPGUARD_INSTANCE_ID", format!("{}-{instance}", self.name))
-            .env("RUST_LOG", "warn,loopguard::service::worker=info")
+            .env(
+                "RUST_LOG",
+                std::env::var("LOOPGUARD_TEST_RUST_LOG")
+                    .unwrap_or_else(|_| "warn,loopguard::service::worker=info".into()),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
