@@ -489,7 +489,7 @@ async fn poison_records_are_dead_lettered_and_the_canary_behind_each_gets_its_ve
 
 /// A dead letter the broker refuses though the guard took it to fit (the dead-letter
 /// topic's limit is below the configured one): the batch fails, the record is retried
-/// alone, and after `max_record_attempts` failures it is dead-lettered minimally and the
+/// alone, and after `max_record_retries` failures it is dead-lettered minimally and the
 /// partition moves on; the canary behind it gets its verdicts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partition_moves_on() {
@@ -509,7 +509,7 @@ async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partiti
     let after = canary("canary-1", 6);
     env.produce_to(&after, p).await;
     // dlq_max_bytes above the topic's limit: the guard cannot know, the broker refuses.
-    let cfg = env.config("max_record_attempts = 3");
+    let cfg = env.config("max_record_retries = 3");
     let mut guard = env.spawn_guard(&cfg, "a");
     assert!(
         env.wait_committed(Duration::from_secs(120)),

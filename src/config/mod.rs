@@ -48,9 +48,9 @@ pub struct KafkaConfig {
     /// Largest dead letter written (the dead-letter topic's `max.message.bytes`); never
     /// more than the producer's `message.max.bytes`.
     pub dlq_max_bytes: usize,
-    /// Failed attempts at one record (its batch aborted and rewound) before it is given up:
-    /// dead-lettered minimally and passed.
-    pub max_record_attempts: NonZeroU32,
+    /// Times the guard rewinds to one record and retries it before giving it up
+    /// (dead-lettered minimally and passed).
+    pub max_record_retries: NonZeroU32,
     #[serde(default)]
     pub properties: BTreeMap<String, Value>,
 }

@@ -32,7 +32,7 @@ pub const MIN_LIMIT: usize = 4096;
 pub const PRODUCER_DEFAULT_MAX_BYTES: usize = 1_000_000;
 
 /// Why a record is not judged: a `DecodeError` reason (or `empty_payload`), or
-/// `retry_limit` for a record given up after `max_record_attempts` failed attempts.
+/// `retry_limit` for a record given up after `max_record_retries` retries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejected {
     pub reason: &'static str,

@@ -157,7 +157,7 @@ impl Metrics {
                 c
             },
             records_given_up: {
-                let c = IntCounter::new("loopguard_records_given_up_total", "Records whose batch failed max_record_attempts times in a row: written to the dead-letter topic minimally (reason retry_limit) and passed.")?;
+                let c = IntCounter::new("loopguard_records_given_up_total", "Records given up after max_record_retries failed retries at their offset: written to the dead-letter topic minimally (reason retry_limit) and passed.")?;
                 r.register(Box::new(c.clone()))?;
                 c
             },

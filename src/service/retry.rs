@@ -1,5 +1,5 @@
 //! The retry bound: no record can make the guard retry its offset more than
-//! `max_record_attempts` times. After a failed batch, each partition that had records in it
+//! `max_record_retries` times. After a failed batch, each partition that had records in it
 //! processes them again one at a time, each in its own transaction, up to the last one the
 //! failed batch held, so a further failure is that record's own; a record that keeps
 //! failing is given up (dead-lettered minimally, passed). Bookkeeping only: the worker
@@ -34,7 +34,7 @@ struct Failure {
 
 #[derive(Debug)]
 pub struct Retries {
-    max_attempts: u32,
+    max_retries: u32,
     failing: BTreeMap<i32, Failing>,
     /// The record the open transaction holds alone.
     alone: Option<(i32, i64)>,
@@ -43,9 +43,9 @@ pub struct Retries {
 }
 
 impl Retries {
-    pub fn new(max_attempts: u32) -> Self {
+    pub fn new(max_retries: u32) -> Self {
         Retries {
-            max_attempts: max_attempts.max(1),
+            max_retries: max_retries.max(1),
             failing: BTreeMap::new(),
             alone: None,
             pending: Vec::new(),
@@ -113,7 +113,7 @@ impl Retries {
             // A record processed alone right after the last commit is at the committed
             // offset; only then is the failure certainly its own.
             let its_own = f.alone.is_some() && f.alone == offset;
-            if its_own && state.strikes >= self.max_attempts {
+            if its_own && state.strikes >= self.max_retries {
                 if let Some(o) = f.alone {
                     self.given_up.insert((f.partition, o));
                     given_up.push((f.partition, o));

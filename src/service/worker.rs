@@ -57,7 +57,7 @@ impl Worker {
             verdicts: Vec::new(),
             fatal: None,
             needs_rewind: false,
-            retries: Retries::new(cfg.kafka.max_record_attempts.get()),
+            retries: Retries::new(cfg.kafka.max_record_retries.get()),
             dlq_limit: cfg.dlq_limit(),
             cfg,
         }
@@ -255,7 +255,7 @@ impl Worker {
 
     /// Handles one consumed event: engine, then verdicts (or a dead letter) into the batch.
     /// A record that failed before is processed alone, in its own transaction, and one
-    /// that failed `max_record_attempts` times is given up (dead-lettered minimally).
+    /// that failed `max_record_retries` times is given up (dead-lettered minimally).
     pub fn process<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
@@ -307,8 +307,8 @@ impl Worker {
                 let rejected = Rejected {
                     reason: "retry_limit",
                     detail: format!(
-                        "given up after {} failed attempts; the record stays at its source offset",
-                        self.cfg.kafka.max_record_attempts
+                        "given up after {} failed retries; the record stays at its source offset",
+                        self.cfg.kafka.max_record_retries
                     ),
                 };
                 tracing::error!(
@@ -623,7 +623,7 @@ impl Worker {
             tracing::error!(
                 partition = p,
                 offset,
-                attempts = self.cfg.kafka.max_record_attempts,
+                retries = self.cfg.kafka.max_record_retries,
                 "record failed every attempt: giving it up (minimal dead letter)"
             );
         }
