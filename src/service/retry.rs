@@ -91,6 +91,13 @@ impl Retries {
         }
     }
 
+    /// True when a failure waiting for the rewind may be a record's fault: the producer is
+    /// then renewed, since a record the broker refused can leave the idempotent producer's
+    /// sequence numbers behind ("skipped sequence numbers" on the next transaction).
+    pub fn pending_strike(&self) -> bool {
+        self.pending.iter().any(|f| f.strike)
+    }
+
     /// The failed batch is rewound to `committed`: counts the failures against the offsets
     /// they happened at. Returns the records given up by this rewind.
     pub fn rewound(&mut self, committed: &BTreeMap<i32, Option<i64>>) -> Vec<(i32, i64)> {
@@ -110,14 +117,11 @@ impl Retries {
             state.until = state.until.max(f.until);
             state.rewinds += 1;
             state.strikes += u32::from(f.strike);
-            // A record processed alone right after the last commit is at the committed
-            // offset; only then is the failure certainly its own.
-            let its_own = f.alone.is_some() && f.alone == offset;
-            if its_own && state.strikes >= self.max_retries {
-                if let Some(o) = f.alone {
-                    self.given_up.insert((f.partition, o));
-                    given_up.push((f.partition, o));
-                }
+            // A record processed alone (right after a commit, so it is the first record
+            // past the committed offset) failed on its own: only such a record is given up.
+            if let Some(o) = f.alone.filter(|_| state.strikes >= self.max_retries) {
+                self.given_up.insert((f.partition, o));
+                given_up.push((f.partition, o));
             }
         }
         given_up
@@ -161,8 +165,9 @@ impl Retries {
     }
 }
 
-/// False for failures a broker or network outage explains (they say nothing about the
-/// records, and retrying them is right); true for everything else.
+/// False for failures a broker or network outage, a coordinator move or the producer's own
+/// sequence state explains (they say nothing about the records, and retrying them is
+/// right); true for everything else.
 pub fn blames_record(e: &KafkaError) -> bool {
     use RDKafkaErrorCode::*;
     !matches!(
@@ -186,6 +191,10 @@ pub fn blames_record(e: &KafkaError) -> bool {
                 | Fenced
                 | ProducerFenced
                 | ConcurrentTransactions
+                | OutOfOrderSequenceNumber
+                | DuplicateSequenceNumber
+                | InvalidProducerEpoch
+                | UnknownProducerId
                 | UnstableOffsetCommit
                 | RebalanceInProgress
                 | IllegalGeneration
@@ -237,6 +246,17 @@ mod tests {
         assert!(r.isolated(0, 11));
         r.progressed(0, 15);
         assert!(!r.isolated(0, 15));
+    }
+
+    #[test]
+    fn a_partition_with_nothing_committed_gives_up_its_first_record_too() {
+        let mut r = Retries::new(2);
+        let none: BTreeMap<i32, Option<i64>> = [(0, None)].into_iter().collect();
+        r.failed(&too_large(), [(0, 3)]);
+        assert!(r.rewound(&none).is_empty());
+        r.alone(0, 0);
+        r.failed(&too_large(), []);
+        assert_eq!(r.rewound(&none), [(0, 0)]);
     }
 
     #[test]

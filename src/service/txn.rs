@@ -241,6 +241,13 @@ impl TxnProducer {
         self.replace()
     }
 
+    /// Ends the open transaction and starts afresh with a new producer (same transactional
+    /// id, new epoch, sequence numbers from zero).
+    pub fn renew(&mut self) -> Result<(), KafkaError> {
+        self.abort()?;
+        self.replace()
+    }
+
     /// Swaps in a new producer with the same transactional id.
     fn replace(&mut self) -> Result<(), KafkaError> {
         tracing::warn!(instance = %self.instance, "replacing the producer");

@@ -616,6 +616,12 @@ impl Worker {
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
         self.abort();
+        if self.retries.pending_strike() {
+            if let Err(e) = self.producer.renew() {
+                self.note_fenced(&e);
+                return Err(e);
+            }
+        }
         let owned: Vec<i32> = self.parts.keys().copied().collect();
         let committed = self.committed(consumer, &owned)?;
         for (p, offset) in self.retries.rewound(&committed) {
