@@ -197,6 +197,71 @@ pub fn restore_partitions(
         .collect())
 }
 
+/// One partition of an assignment, restored: its engine, the group's committed offset,
+/// where its checkpoint stood and how many events were re-run after it.
+pub struct Restored {
+    pub engine: Engine,
+    pub committed: Option<i64>,
+    pub at: RestoredAt,
+    pub replayed: u64,
+}
+
+/// Restores the partitions of one assignment together: their last checkpoints from the
+/// state topic in one read, then the events from each checkpoint to the committed offset
+/// re-run through the engine in one read (their verdicts were committed by the previous
+/// owner). `engine` makes a fresh engine; `eos` says checkpoints and offsets commit together.
+pub fn restore_assignment(
+    reader: &StateReader,
+    state_topic: &str,
+    events_topic: &str,
+    committed: &BTreeMap<i32, Option<i64>>,
+    engine: impl Fn() -> Engine,
+    eos: bool,
+) -> Result<BTreeMap<i32, Restored>, KafkaError> {
+    let fresh = committed.keys().map(|&p| (p, engine())).collect();
+    let restored = restore_partitions(reader, state_topic, fresh)?;
+    let (mut engines, mut ranges, mut checkpoints) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    for (p, (mut engine, at)) in restored {
+        engine.take_changes();
+        let committed = committed.get(&p).copied().flatten();
+        if let (RestoredAt::Offset(c), Some(o), true) = (at, committed, eos) {
+            if c > o {
+                // Exactly-once commits a checkpoint with its offset; this would be a bug.
+                tracing::error!(
+                    partition = p,
+                    checkpoint = c,
+                    committed = o,
+                    "checkpoint ahead of the committed offset"
+                );
+            }
+        }
+        let from = match (at, committed) {
+            (RestoredAt::Offset(c), Some(o)) if o > c => Some(Offset::Offset(c)),
+            (RestoredAt::Fresh, Some(o)) if o > 0 => Some(Offset::Beginning),
+            _ => None,
+        };
+        if let (Some(from), Some(until)) = (from, committed) {
+            ranges.insert(p, (from, until));
+        }
+        checkpoints.insert(p, at);
+        engines.insert(p, engine);
+    }
+    let replayed = replay_events(reader, events_topic, &ranges, &mut engines)?;
+    Ok(engines
+        .into_iter()
+        .map(|(p, engine)| {
+            let restored = Restored {
+                engine,
+                committed: committed.get(&p).copied().flatten(),
+                at: checkpoints[&p],
+                replayed: replayed.get(&p).copied().unwrap_or(0),
+            };
+            (p, restored)
+        })
+        .collect())
+}
+
 /// Re-runs the events of each partition of `ranges` from its `from` up to its `until`
 /// (exclusive) through its engine, all partitions in one read, and drops the verdicts:
 /// they were committed with those offsets. The engine is deterministic, so this rebuilds

@@ -293,6 +293,29 @@ pub fn send(
     }
 }
 
+/// Sends one dead letter (headers as built by `dlq`; the partition chosen by its key).
+pub fn send_dead_letter(
+    producer: &GuardProducer,
+    topic: &str,
+    letter: &super::dlq::DeadLetter<'_>,
+) -> Result<(), KafkaError> {
+    let mut headers = OwnedHeaders::new_with_capacity(letter.headers.len());
+    for (key, value) in &letter.headers {
+        headers = headers.insert(rdkafka::message::Header {
+            key,
+            value: Some(value),
+        });
+    }
+    send(
+        producer,
+        topic,
+        -1,
+        letter.key.unwrap_or_default(),
+        letter.payload,
+        Some(headers),
+    )
+}
+
 fn create(cfg: &Config, instance: &str) -> KafkaResult<GuardProducer> {
     let producer: GuardProducer = super::kafka::producer_config(cfg, instance)
         .create_with_context(DeliveryContext::default())?;

@@ -6,14 +6,14 @@ use super::admin::{PartitionStatus, Shared};
 use super::dlq::{read_event, DeadLetter, Rejected, Source};
 use super::partition::{CheckpointPolicy, Part};
 use super::retry::Retries;
-use super::state::{replay_events, restore_partitions, RestoredAt, StateReader};
-use super::txn::{classify, send, Class, TxnProducer};
+use super::state::{restore_assignment, Restored, RestoredAt, StateReader};
+use super::txn::{classify, send, send_dead_letter, Class, TxnProducer};
 use crate::config::{Config, Delivery};
 use crate::engine::event::{format_ts, EVENT_TYPES};
 use crate::engine::{Engine, EngineStats};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -111,10 +111,8 @@ impl Worker {
         }
     }
 
-    /// Loads gained partitions' sessions before any of their events, all partitions
-    /// together: the last checkpoints from the state topic in one read, then the events
-    /// from each checkpoint to the committed offset re-run through the engine in one read
-    /// (their verdicts were committed by the previous owner).
+    /// Loads gained partitions' sessions before any of their events, all partitions of the
+    /// assignment together (`state::restore_assignment`), and takes them into service.
     pub(super) fn restore_all(
         &mut self,
         committed: &BTreeMap<i32, Option<i64>>,
@@ -123,61 +121,26 @@ impl Worker {
             return Ok(());
         }
         let started = Instant::now();
-        let fresh: BTreeMap<i32, Engine> = committed
-            .keys()
-            .map(|&p| {
-                let engine =
-                    Engine::new(self.cfg.policy.clone(), self.cfg.engine.limits()).track_changes();
-                (p, engine)
-            })
-            .collect();
-        let restored = restore_partitions(&self.reader, &self.cfg.kafka.state_topic, fresh)?;
-        let mut engines = BTreeMap::new();
-        let mut ranges = BTreeMap::new();
-        let mut checkpoints = BTreeMap::new();
-        for (p, (mut engine, at)) in restored {
-            engine.take_changes();
-            let committed = committed.get(&p).copied().flatten();
-            if let (RestoredAt::Offset(c), Some(o), true) = (at, committed, self.eos()) {
-                if c > o {
-                    // Exactly-once commits a checkpoint with its offset; this would be a bug.
-                    tracing::error!(
-                        partition = p,
-                        checkpoint = c,
-                        committed = o,
-                        "checkpoint ahead of the committed offset"
-                    );
-                }
-            }
-            let from = match (at, committed) {
-                (RestoredAt::Offset(c), Some(o)) if o > c => Some(Offset::Offset(c)),
-                (RestoredAt::Fresh, Some(o)) if o > 0 => Some(Offset::Beginning),
-                _ => None,
-            };
-            if let (Some(from), Some(until)) = (from, committed) {
-                ranges.insert(p, (from, until));
-            }
-            checkpoints.insert(p, at);
-            engines.insert(p, engine);
-        }
-        let replayed = replay_events(
+        let (cfg, eos) = (&self.cfg, self.eos());
+        let restored = restore_assignment(
             &self.reader,
-            &self.cfg.kafka.events_topic,
-            &ranges,
-            &mut engines,
+            &cfg.kafka.state_topic,
+            &cfg.kafka.events_topic,
+            committed,
+            || Engine::new(cfg.policy.clone(), cfg.engine.limits()).track_changes(),
+            eos,
         )?;
         let ms = started.elapsed().as_millis() as u64;
-        for (p, engine) in engines {
-            let committed = committed.get(&p).copied().flatten();
-            let replayed = replayed.get(&p).copied().unwrap_or(0);
-            self.finish_restore(p, engine, committed, checkpoints[&p], replayed, ms);
+        let replayed: u64 = restored.values().map(|r| r.replayed).sum();
+        for (p, r) in restored {
+            self.finish_restore(p, r, ms);
         }
         let took = started.elapsed().as_secs_f64();
         self.shared.metrics.state_restore.observe(took);
         self.update_session_gauge();
         tracing::info!(
             partitions = committed.len(),
-            replayed = replayed.values().sum::<u64>(),
+            replayed,
             ms = started.elapsed().as_millis() as u64,
             "assignment restored"
         );
@@ -185,15 +148,13 @@ impl Worker {
     }
 
     /// Takes one restored partition into service.
-    fn finish_restore(
-        &mut self,
-        partition: i32,
-        engine: Engine,
-        committed: Option<i64>,
-        at: RestoredAt,
-        replayed: u64,
-        ms: u64,
-    ) {
+    fn finish_restore(&mut self, partition: i32, restored: Restored, ms: u64) {
+        let Restored {
+            engine,
+            committed,
+            at,
+            replayed,
+        } = restored;
         self.shared.metrics.replayed_events.inc_by(replayed);
         // Every session now held: restored from the checkpoint or created by the re-run.
         for id in engine.session_ids() {
@@ -410,21 +371,7 @@ impl Worker {
     }
 
     fn send_dead_letter(&self, letter: &DeadLetter<'_>) -> Result<(), KafkaError> {
-        let mut headers = OwnedHeaders::new_with_capacity(letter.headers.len());
-        for (key, value) in &letter.headers {
-            headers = headers.insert(Header {
-                key,
-                value: Some(value),
-            });
-        }
-        send(
-            self.producer.producer(),
-            &self.cfg.kafka.dlq_topic,
-            -1,
-            letter.key.unwrap_or_default(),
-            letter.payload,
-            Some(headers),
-        )
+        send_dead_letter(self.producer.producer(), &self.cfg.kafka.dlq_topic, letter)
     }
 
     /// True when the batch should be committed.

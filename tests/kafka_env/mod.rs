@@ -122,8 +122,8 @@ impl Env {
         }
     }
 
-    /// Waits until every partition of the test's topics has a leader (a loaded broker can
-    /// take seconds after creating many partitions).
+    /// Waits until every partition of the test's topics has a leader that answers (a
+    /// loaded broker can take seconds after creating many partitions).
     pub fn wait_for_leaders(&self) {
         let c = self.consumer(&format!("{}-probe", self.name));
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -143,7 +143,12 @@ impl Env {
                         )
                     })
                     .unwrap_or(false);
-                if ready {
+                let answers = ready
+                    && (0..self.partitions).all(|p| {
+                        c.fetch_watermarks(&topic, p, Duration::from_secs(10))
+                            .is_ok()
+                    });
+                if answers {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -332,12 +337,19 @@ impl Env {
         while Instant::now() < deadline {
             let mut tpl = TopicPartitionList::new();
             let mut end = 0;
+            let mut known = true;
             for p in 0..self.partitions {
                 tpl.add_partition(&self.topic("events"), p);
-                end += c
-                    .fetch_watermarks(&self.topic("events"), p, Duration::from_secs(10))
-                    .unwrap()
-                    .1;
+                // A loaded broker can answer "not leader" for a while after creating many
+                // partitions: ask again rather than fail.
+                match c.fetch_watermarks(&self.topic("events"), p, Duration::from_secs(10)) {
+                    Ok((_, high)) => end += high,
+                    Err(_) => known = false,
+                }
+            }
+            if !known {
+                std::thread::sleep(Duration::from_millis(250));
+                continue;
             }
             let committed: i64 = c
                 .committed_offsets(tpl, Duration::from_secs(10))
