@@ -183,6 +183,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_stuck_partition_makes_the_instance_unready() {
+        let s = shared("");
+        s.joined.store(true, Ordering::Release);
+        s.partitions.insert(0, PartitionStatus::Active);
+        s.partitions.insert(1, PartitionStatus::Stuck);
+        let (status, body) = get(router(s.clone()), "/readyz", None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("stuck partitions=1"), "{body}");
+        let (_, body) = get(router(s.clone()), "/metrics", None).await;
+        assert!(body.contains("loopguard_ready 0"), "{body}");
+        assert!(
+            body.contains("loopguard_records_given_up_total 0"),
+            "{body}"
+        );
+        s.partitions.insert(1, PartitionStatus::Active);
+        assert_eq!(get(router(s), "/readyz", None).await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
     async fn session_view_needs_a_token() {
         let off = shared("");
         assert_eq!(
