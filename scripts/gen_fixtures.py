@@ -92,8 +92,9 @@ class Session:
         self.events.append((self.ts, e))
         return e["event_id"]
 
-    def user(self, text):
-        return self._push("user_message", {"text": text})
+    def user(self, text, limits=None):
+        """A new request; `limits` is what the runtime announces for it (its own budget)."""
+        return self._push("user_message", {"text": text, "limits": limits})
 
     def assistant(self, text):
         return self._push("assistant_message", {"turn_id": self.turn(), "text": text})
@@ -390,24 +391,38 @@ def no_progress():
 
 
 def discovery_only():
+    # 9 read-only rounds in a request whose runtime announces a 15-round budget (seed 004's
+    # 8 rounds apply as is up to a budget of 80).
     s = Session("discovery", who=WHO)
-    s.user("Explain how the scheduler works.")
+    s.user("Explain how the scheduler works.", limits={"max_tool_rounds": 15})
     for i in range(9):
         tool = ["read_file", "grep", "list_dir"][i % 3]
         s.round(tool, {"path": f"src/scheduler/part_{i}.rs"}, evidence=read(resource=f"src/scheduler/part_{i}.rs"))
     return s.lines()
 
 
-def budget_abort():
-    # 17 rounds in one request: a warning when round 12 starts (80 % of 15), an abort when
-    # round 16 starts, and nothing more for round 17 (once per request).
-    s = Session("budget", who=WHO)
-    s.user("Port the whole test suite to the new framework.")
+def seventeen_rounds(sid, limits=None):
+    """One request of 17 healthy rounds (edit, test, edit, ...), with an announced budget or not."""
+    s = Session(sid, who=WHO)
+    s.user("Port the whole test suite to the new framework.", limits=limits)
     for i in range(17):
         tool = "edit_file" if i % 2 == 0 else "run_tests"
         ev = mutation(f"h{i}", f"h{i + 1}") if tool == "edit_file" else {"effect": "none", "new_info": True}
         s.round(tool, {"path": f"tests/suite_{i}.py"}, evidence=ev)
     return s.lines()
+
+
+def budget_abort():
+    # 17 rounds in one request whose runtime announces seed 000's budget of 15: a warning when
+    # round 12 starts (80 % of 15), an abort when round 16 starts, and nothing more for
+    # round 17 (once per request).
+    return seventeen_rounds("budget", limits={"max_tool_rounds": 15})
+
+
+def budget_fleet_default():
+    # The same 17 rounds with no announced budget: the fleet default (250) applies, so a
+    # long healthy run gets nothing.
+    return seventeen_rounds("budget-default")
 
 
 def budget_reset():
@@ -427,7 +442,7 @@ def compaction_churn():
     # Two compactions, the second once 12 of 15 rounds are used: the churn warning fires on
     # the compaction itself (the near-limit warning came earlier, at round 12).
     s = Session("churn", who=WHO)
-    s.user("Migrate every handler to the async API.")
+    s.user("Migrate every handler to the async API.", limits={"max_tool_rounds": 15})
     for i in range(12):
         s.round("edit_file", {"path": f"src/handlers/h{i}.rs", "change": "async"}, evidence=mutation(f"a{i}", f"b{i}"))
         if i == 4:
@@ -601,6 +616,104 @@ def unknown_type():
     return s.lines()
 
 
+def reread_after_edit():
+    # Read lines 40-60, edit them, read them again, three times over: each re-read follows a
+    # successful mutation, so it looks at a changed file. Then the same read three times more
+    # with nothing in between: the third read of the unchanged file is blocked.
+    s = Session("reread", who=WHO)
+    s.user("Fix the off-by-one in the pager.")
+    view = {"command": "sed -n '40,60p' src/pager.py"}
+    for i in range(3):
+        s.round("bash", view, evidence=read(resource="src/pager.py", output_hash=f"v{i}"))
+        s.round("bash", {"command": f"sed -i '4{i}s/<=/</' src/pager.py"}, evidence={"effect": "mutation"})
+    for _ in range(3):
+        s.round("bash", view, evidence=read(resource="src/pager.py", output_hash="v3"))
+    return s.lines()
+
+
+def shell_targets():
+    # Three different test scripts written with a heredoc and run: similar text, different
+    # files written and run, so no fuzzy repeat.
+    s = Session("shell-targets", who=WHO)
+    s.user("Reproduce the bug in three ways.")
+    body = "import app\nprint(app.parse('2024-01-01T00:00:00'))\n"
+    for name in ["repro_a.py", "repro_b.py", "repro_c.py"]:
+        s.round("bash", {"command": f"cat > {name} << 'EOF'\n{body}EOF\npython {name}"}, evidence={"output_hash": name})
+    return s.lines()
+
+
+def fuzzy_changing():
+    # The same search rephrased three times, each answer different: a fuzzy repeat whose
+    # results change only steers.
+    s = Session("fuzzy-changing", who=WHO)
+    s.user("Find the retry settings.")
+    for i, q in enumerate(["where are the http client retry settings configured in the repo",
+                           "where are the http client retry settings configured in the repo?",
+                           "where are http client retry settings configured in this repo"]):
+        s.round("search", {"query": q}, evidence={"effect": "read", "output_hash": f"r{i}"})
+    return s.lines()
+
+
+def revert_cycle():
+    # Edit / test / restore from the same backup, three times: the third restore is steered.
+    s = Session("revert", who=WHO)
+    s.user("Make the schema test pass.")
+    s.round("bash", {"command": "cp src/schema.py src/schema.py.orig"})
+    for i in range(3):
+        s.round("bash", {"command": f"python fix_{i}.py"}, evidence={"effect": "mutation", "output_hash": f"f{i}"})
+        s.round("bash", {"command": "python -m pytest tests/test_schema.py -q"}, ok=False, error=f"1 failed ({i})")
+        s.round("bash", {"command": "cp src/schema.py.orig src/schema.py"})
+    return s.lines()
+
+
+def retry_across_requests():
+    # A customer-service agent retries the same refused booking each time the user says
+    # "try again": one failure per request, steered at the third request.
+    s = Session("retry-requests", who={"tenant": "acme", "agent": "support"})
+    for i in range(3):
+        s.user("Try again please." if i else "Book the 9:00 flight to Oslo for Kim.")
+        eid, c = s.call("book_flight", {"flight": "SK 4411", "passenger": "Kim Larsen", "date": "2026-02-03"})
+        s.turn_end()
+        s.result(c, "book_flight", ok=False, error="fare class Y is sold out")
+        s.answer("I'm sorry, the booking was refused: fare class Y is sold out.")
+    return s.lines()
+
+
+def answer_repeat():
+    # The same short answer three times in a row, whatever the user says.
+    s = Session("answers", who={"tenant": "acme", "agent": "support"})
+    for text in ["Where is my parcel?", "It has been a week.", "Can you check again?"]:
+        s.user(text)
+        s.new_turn()
+        s._push("assistant_message", {"turn_id": s.turn(), "text": "Let me check that for you."})
+        s.turn_end()
+    return s.lines()
+
+
+def compaction_storm():
+    # Three compactions in a row with no tool round between them.
+    s = Session("storm", who=WHO)
+    s.user("Summarise the incident log.")
+    s.round("read_file", {"path": "incident.log"}, evidence=read(resource="incident.log"))
+    for _ in range(3):
+        s.compaction()
+    return s.lines()
+
+
+def code_block_content():
+    # Visible output with a generated test file: the same assertion line many times inside a
+    # fenced code block is code, not chanting; nothing fires.
+    s = Session("code-block", who=WHO)
+    s.user("Write table tests for is_even.")
+    s.new_turn()
+    s.content("Here are the tests:\n\n```python\n")
+    for i in range(12):
+        s.content("assert is_even(value) is expected, f'unexpected result for {value!r}: {expected}'\n")
+    s.content("```\n\nRun them with pytest.")
+    s.turn_end()
+    return s.lines()
+
+
 def mixed_sessions():
     # Three sessions interleaved on one partition; times as RFC 3339 strings, one in +08:00.
     healthy = Session("mix-healthy", start=T0, step=700, ts_text=0, who={"tenant": "acme", "agent": "coder"})
@@ -636,6 +749,7 @@ CASES = {
     "no_progress": no_progress,
     "discovery_only": discovery_only,
     "budget_abort": budget_abort,
+    "budget_fleet_default": budget_fleet_default,
     "budget_reset": budget_reset,
     "compaction_churn": compaction_churn,
     "slow_convergence": slow_convergence,
@@ -649,6 +763,14 @@ CASES = {
     "duplicate_event_id": duplicate_event_id,
     "unknown_type": unknown_type,
     "mixed_sessions": mixed_sessions,
+    "reread_after_edit": reread_after_edit,
+    "shell_targets": shell_targets,
+    "fuzzy_changing": fuzzy_changing,
+    "revert_cycle": revert_cycle,
+    "retry_across_requests": retry_across_requests,
+    "answer_repeat": answer_repeat,
+    "compaction_storm": compaction_storm,
+    "code_block_content": code_block_content,
 }
 
 

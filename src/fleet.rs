@@ -108,7 +108,10 @@ impl SessionWriter {
     }
 
     pub fn user(&mut self, text: &str) {
-        self.push(Body::UserMessage { text: text.into() });
+        self.push(Body::UserMessage {
+            text: text.into(),
+            limits: Default::default(),
+        });
     }
 
     pub fn reasoning(&mut self, text: &str, chunk: usize) {

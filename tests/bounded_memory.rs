@@ -39,7 +39,7 @@ proptest! {
             ts += dt;
             let turn_id = format!("t{}", n % 3);
             let body = match kind {
-                0 => Body::UserMessage { text: "fix the build".into() },
+                0 => Body::UserMessage { text: "fix the build".into(), limits: Default::default() },
                 1 => Body::ToolCall { turn_id, call_id: format!("c{n}"), tool: "bash".into(), args: json!({"cmd": "cargo build"}) },
                 2 => Body::ToolResult { call_id: format!("c{}", n.saturating_sub(1)), tool: "bash".into(), status: ToolStatus::Ok, error: None, evidence: None },
                 3 => Body::Reasoning { turn_id, text: "thinking about the build. ".into(), is_final: false },

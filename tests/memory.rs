@@ -81,6 +81,7 @@ impl Feed {
         let t = |s: &str| s.to_string();
         self.push(Body::UserMessage {
             text: t("why does the parser test fail on empty input?"),
+            limits: Default::default(),
         });
         self.push(Body::Reasoning {
             turn_id: t("t1"),
@@ -118,6 +119,7 @@ impl Feed {
     fn reasoning(&mut self, text: &str, chars: usize) {
         self.push(Body::UserMessage {
             text: "now make the error message clearer".into(),
+            limits: Default::default(),
         });
         let all: Vec<char> = text.chars().take(chars).collect();
         for chunk in all.chunks(16) {

@@ -162,7 +162,7 @@ fn body() -> impl Strategy<Value = Body> {
     let turn = || name(&["t0", "t1", "t2"]);
     let call = || name(&["c0", "c1", "c2", "c3"]);
     prop_oneof![
-        2 => text().prop_map(|text| Body::UserMessage { text }),
+        2 => text().prop_map(|text| Body::UserMessage { text, limits: Default::default() }),
         1 => (turn(), text()).prop_map(|(turn_id, text)| Body::AssistantMessage { turn_id, text }),
         5 => (turn(), call(), name(TOOLS), args()).prop_map(|(turn_id, call_id, tool, args)| {
             Body::ToolCall { turn_id, call_id, tool, args }
@@ -503,6 +503,7 @@ fn reasoning_events(text: &str, sizes: &[usize], tenant: Option<&str>) -> Vec<Ev
     };
     push(Body::UserMessage {
         text: "why is the build slow?".into(),
+        limits: Default::default(),
     });
     let turn = || "t1".to_string();
     if sizes.is_empty() {

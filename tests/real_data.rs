@@ -40,6 +40,7 @@ fn openhands_events(record: &Value, session: &str) -> Vec<Event> {
                 ts,
                 Body::UserMessage {
                     text: e["message"].as_str().unwrap_or("").into(),
+                    limits: Default::default(),
                 },
                 &mut out,
             ),

@@ -56,6 +56,13 @@ fn at(session: &str, id: &str, ts: i64, body: Body) -> Event {
     Event { meta, body }
 }
 
+fn hello() -> Body {
+    Body::UserMessage {
+        text: "hello".into(),
+        limits: Default::default(),
+    }
+}
+
 fn cargo_build(turn: &str, call: &str) -> Body {
     Body::ToolCall {
         turn_id: turn.into(),
@@ -75,9 +82,11 @@ fn handover_with_out_of_order_time_keeps_verdicts() {
     let events = [
         at("x", "x1", T0, cargo_build("t1", "c1")),
         at("x", "x2", T0 + 10, cargo_build("t2", "c2")),
-        at("y", "y1", T0 + 899_000, Body::Compaction), // sweep at T0+899 s: x kept
-        at("y", "y2", T0 + 930_000, Body::Compaction), // x idle 930 s > TTL 900 s; cut here
-        at("y", "y3", T0 + 930_001, Body::Compaction), // the restored engine sweeps x now
+        // Session y only moves event time (user messages: no verdict of their own; three
+        // compactions in a row would now be a compaction storm).
+        at("y", "y1", T0 + 899_000, hello()), // sweep at T0+899 s: x kept
+        at("y", "y2", T0 + 930_000, hello()), // x idle 930 s > TTL 900 s; cut here
+        at("y", "y3", T0 + 930_001, hello()), // the restored engine sweeps x now
         at("x", "x3", T0 + 899_000, cargo_build("t3", "c3")), // 899 s after x2: within TTL
     ];
     let run = |cut: usize| handover_at(&events, cut);

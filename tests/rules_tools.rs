@@ -300,8 +300,10 @@ fn no_progress_warns_once_after_two_empty_rounds() {
 
 #[test]
 fn discovery_only_warns_at_the_eighth_round() {
+    // Seed 004's 8 rounds, in a request whose runtime announces seed 000's 15-round budget
+    // (with the fleet default of 250 the streak needed is 25: tests/rules_real_traffic.rs).
     let mut s = Script::new("s");
-    s.user("understand the codebase");
+    s.user_with_budget("understand the codebase", 15);
     let mut closing = Vec::new();
     for i in 0..10 {
         s.new_turn();
@@ -317,8 +319,9 @@ fn discovery_only_warns_at_the_eighth_round() {
 
 #[test]
 fn budget_aborts_the_sixteenth_round_and_warns_at_twelve() {
+    // Seed 000's behaviour when its runtime announces its own 15 rounds.
     let mut s = Script::new("s");
-    s.user("big task");
+    s.user_with_budget("big task", 15);
     let mut calls = Vec::new();
     for i in 0..16 {
         calls.push(s.round(
@@ -398,7 +401,7 @@ fn slow_convergence_warns_once() {
 #[test]
 fn compaction_churn_warns_at_two_compactions_and_three_quarters() {
     let mut s = Script::new("s");
-    s.user("task");
+    s.user_with_budget("task", 15);
     s.compaction();
     let mut calls = Vec::new();
     for i in 0..13 {

@@ -43,6 +43,7 @@ const TOOLS: [&str; 6] = [
 fn request(rng: &mut StdRng, s: &mut Session, looping: bool) {
     s.push(Body::UserMessage {
         text: format!("fix the failing test in module {}", rng.gen_range(0..500)),
+        limits: Default::default(),
     });
     let rounds = rng.gen_range(3..10);
     for r in 0..rounds {
@@ -277,6 +278,7 @@ fn stream(rng: &mut StdRng, texts: &[String], min: usize, max: usize) -> (Vec<Ev
             &mut out,
             Body::UserMessage {
                 text: "why does the test fail?".into(),
+                limits: Default::default(),
             },
         );
         let chars: Vec<char> = text.chars().collect();

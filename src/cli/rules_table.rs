@@ -25,11 +25,11 @@ pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
                 ),
                 Rule::FuzzyRepeat => (
                     format!(
-                        "args >= {} chars, 3-gram Jaccard >= {}, {}x in last {}",
+                        "args >= {} chars, 3-gram Jaccard >= {}, {}x in last {} (steer when results differ)",
                         t.fuzzy_min_chars, t.fuzzy_similarity, t.repeat_threshold, t.window
                     ),
                     a(rule, Action::Block),
-                    "000",
+                    "000, 004",
                 ),
                 Rule::Cycle => (
                     format!(
@@ -40,7 +40,18 @@ pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
                     "ours",
                 ),
                 Rule::ErrorRepeat => (
-                    format!("same tool + same error {}x in a row", t.error_repeat),
+                    format!(
+                        "same tool + same error {}x in a row; same call + error in {} requests",
+                        t.error_repeat, t.session_error_repeat
+                    ),
+                    a(rule, Action::Steer),
+                    "ours",
+                ),
+                Rule::RevertCycle => (
+                    format!(
+                        "same restore or a state seen before {}x in a request",
+                        t.revert_repeat
+                    ),
                     a(rule, Action::Steer),
                     "ours",
                 ),
@@ -70,14 +81,18 @@ pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
                 ),
                 Rule::DiscoveryOnly => (
                     format!(
-                        "{} rounds of read/search/list only",
-                        p.progress.discovery_rounds
+                        "{} rounds of read/search/list only (or {} % of a larger budget)",
+                        p.progress.discovery_rounds,
+                        p.progress.discovery_budget_ratio * 100.0
                     ),
                     a(rule, Action::Warn),
                     "004",
                 ),
                 Rule::ToolRounds => (
-                    format!("> {} rounds per request", b.max_tool_rounds),
+                    format!(
+                        "> announced limits.max_tool_rounds, else {} rounds per request",
+                        b.max_tool_rounds
+                    ),
                     a(rule, Action::Abort),
                     "000, 004",
                 ),
@@ -96,12 +111,13 @@ pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
                 ),
                 Rule::CompactionChurn => (
                     format!(
-                        ">= {} compactions and >= {} % of the budget",
+                        ">= {} compactions and >= {} % of the budget, or {} in a row without a round",
                         b.churn_compactions,
-                        b.churn_ratio * 100.0
+                        b.churn_ratio * 100.0,
+                        b.storm_compactions
                     ),
                     a(rule, Action::Warn),
-                    "004",
+                    "004, ours",
                 ),
                 Rule::RequiredTool => (
                     format!(
@@ -145,11 +161,16 @@ pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
                 ),
                 Rule::ContentRepeat => (
                     format!(
-                        "content span >= {} chars back to back",
+                        "content span >= {} chars back to back (code blocks: whole block)",
                         r.content_repeat_span_min
                     ),
                     a(rule, Action::Steer),
                     "003",
+                ),
+                Rule::AnswerRepeat => (
+                    format!("same answer {}x in a row", r.answer_repeat),
+                    a(rule, Action::Steer),
+                    "ours",
                 ),
                 Rule::TurnTimeout => (
                     format!("> {} s per response", r.max_total_secs),

@@ -107,6 +107,20 @@ pub fn identity_fingerprint(args: &Value, keys: &[String]) -> u64 {
     }
 }
 
+/// Suffixes that make a key an identity key whatever its prefix (`order_id`, `userId`,
+/// `config_path`, `targetUrl`): a name that ends in one names the thing worked on (ours).
+const IDENTITY_SUFFIXES: [&str; 10] = [
+    "_id", "_ids", "Id", "Ids", "_path", "Path", "_file", "_url", "Url", "_uri",
+];
+
+/// True when `key` is an identity key: listed, or ending in an identity suffix.
+pub fn is_identity_key(key: &str, keys: &[String]) -> bool {
+    keys.iter().any(|x| x == key)
+        || IDENTITY_SUFFIXES
+            .iter()
+            .any(|s| key.len() > s.len() && key.ends_with(s))
+}
+
 /// `path` is the key path so far (`/a/0/b`); it is extended and restored in place.
 fn collect_identity(v: &Value, keys: &[String], path: &mut String, acc: &mut String) {
     let len = path.len();
@@ -115,7 +129,7 @@ fn collect_identity(v: &Value, keys: &[String], path: &mut String, acc: &mut Str
             for (k, v) in map {
                 path.push('/');
                 path.push_str(k);
-                if keys.iter().any(|x| x == k) {
+                if is_identity_key(k, keys) {
                     acc.push_str(path);
                     acc.push('=');
                     write_canonical(v, &|_| false, acc);

@@ -99,6 +99,23 @@ pub enum ToolStatus {
     Error,
 }
 
+/// Most tool rounds a runtime may announce for one request (keeps arithmetic in range).
+pub const MAX_ANNOUNCED_ROUNDS: u64 = 1_000_000;
+
+/// Budgets a runtime announces with a user message (`limits`); each one, when present,
+/// replaces the policy's value for that request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestLimits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_rounds: Option<u32>,
+}
+
+/// The wire form of `limits`: unknown keys ignored (a later runtime may announce more).
+#[derive(Debug, Clone, Default, Deserialize)]
+struct WireLimits {
+    max_tool_rounds: Option<u64>,
+}
+
 /// The flat wire form of an event. Unknown fields are ignored (forward compatible).
 #[derive(Debug, Clone, Deserialize)]
 struct WireEvent {
@@ -123,6 +140,7 @@ struct WireEvent {
     evidence: Option<Evidence>,
     #[serde(rename = "final")]
     is_final: Option<bool>,
+    limits: Option<WireLimits>,
 }
 
 /// Fields every event carries.
@@ -143,6 +161,8 @@ pub struct Meta {
 pub enum Body {
     UserMessage {
         text: String,
+        /// What the runtime itself allows this request (contract: `limits`).
+        limits: RequestLimits,
     },
     AssistantMessage {
         turn_id: String,
@@ -286,6 +306,7 @@ impl Event {
         let body = match kind.as_str() {
             "user_message" => Body::UserMessage {
                 text: w.text.ok_or_else(|| missing("text"))?,
+                limits: request_limits(w.limits)?,
             },
             "assistant_message" => Body::AssistantMessage {
                 turn_id: turn(w.turn_id)?,
@@ -359,9 +380,16 @@ impl Event {
             o.insert("seq".into(), s.into());
         }
         match &self.body {
-            Body::UserMessage { text }
-            | Body::AssistantMessage { text, .. }
-            | Body::Content { text, .. } => {
+            Body::UserMessage { text, limits } => {
+                o.insert("text".into(), text.clone().into());
+                if *limits != RequestLimits::default() {
+                    o.insert(
+                        "limits".into(),
+                        serde_json::to_value(limits).unwrap_or(Value::Null),
+                    );
+                }
+            }
+            Body::AssistantMessage { text, .. } | Body::Content { text, .. } => {
                 o.insert("text".into(), text.clone().into());
             }
             Body::Reasoning { text, is_final, .. } => {
@@ -456,6 +484,23 @@ impl Event {
         }
         Ok(())
     }
+}
+
+fn request_limits(w: Option<WireLimits>) -> Result<RequestLimits, DecodeError> {
+    let Some(w) = w else {
+        return Ok(RequestLimits::default());
+    };
+    let max_tool_rounds = match w.max_tool_rounds {
+        None => None,
+        Some(n) if (1..=MAX_ANNOUNCED_ROUNDS).contains(&n) => Some(n as u32),
+        Some(n) => {
+            return Err(DecodeError::InvalidField {
+                field: "limits.max_tool_rounds",
+                why: format!("{n} not in 1..={MAX_ANNOUNCED_ROUNDS}"),
+            })
+        }
+    };
+    Ok(RequestLimits { max_tool_rounds })
 }
 
 /// Longest error text: serde's messages quote the offending input, which can be as long

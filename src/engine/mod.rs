@@ -9,6 +9,7 @@ pub mod event;
 pub mod intents;
 pub mod policy;
 pub mod rules;
+pub mod shell;
 pub mod stats;
 pub mod text;
 pub mod verdict;
@@ -191,7 +192,7 @@ impl Engine {
     fn truncate(&mut self, event: &mut Event) {
         let max = self.limits.max_text_bytes;
         let text = match &mut event.body {
-            Body::UserMessage { text }
+            Body::UserMessage { text, .. }
             | Body::AssistantMessage { text, .. }
             | Body::Reasoning { text, .. }
             | Body::Content { text, .. } => text,

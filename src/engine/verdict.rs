@@ -58,6 +58,7 @@ rules! {
     FuzzyRepeat => "tool.fuzzy_repeat",
     Cycle => "tool.cycle",
     ErrorRepeat => "tool.error_repeat",
+    RevertCycle => "tool.revert_cycle",
     NearDuplicate => "tool.near_duplicate",
     NoChange => "tool.no_change",
     NoProgress => "progress.no_progress",
@@ -73,6 +74,7 @@ rules! {
     ReasoningIdle => "reasoning.idle",
     ReasoningOverflow => "reasoning.overflow",
     ContentRepeat => "content.repeat",
+    AnswerRepeat => "content.answer_repeat",
     TurnTimeout => "turn.timeout",
 }
 
@@ -178,7 +180,7 @@ mod tests {
         for r in Rule::ALL {
             assert_eq!(Rule::from_name(r.as_str()), Some(r));
         }
-        assert_eq!(Rule::ALL.len(), 20);
+        assert_eq!(Rule::ALL.len(), 22);
     }
 
     #[test]

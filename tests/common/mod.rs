@@ -61,7 +61,20 @@ impl Script {
     }
 
     pub fn user(&mut self, text: &str) -> String {
-        self.push(Body::UserMessage { text: text.into() })
+        self.push(Body::UserMessage {
+            text: text.into(),
+            limits: Default::default(),
+        })
+    }
+
+    /// A request whose runtime announces its own round budget (`limits.max_tool_rounds`).
+    pub fn user_with_budget(&mut self, text: &str, max_tool_rounds: u32) -> String {
+        self.push(Body::UserMessage {
+            text: text.into(),
+            limits: loopguard::engine::event::RequestLimits {
+                max_tool_rounds: Some(max_tool_rounds),
+            },
+        })
     }
 
     pub fn assistant(&mut self, text: &str) -> String {
@@ -175,6 +188,14 @@ pub fn strong(verdicts: &[Verdict]) -> Vec<&Verdict> {
     verdicts
         .iter()
         .filter(|v| matches!(v.action, Action::Block | Action::Abort))
+        .collect()
+}
+
+/// The verdicts of the reasoning rules.
+pub fn reasoning_verdicts(verdicts: &[Verdict]) -> Vec<&Verdict> {
+    verdicts
+        .iter()
+        .filter(|v| v.rule.as_str().starts_with("reasoning."))
         .collect()
 }
 

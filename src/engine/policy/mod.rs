@@ -30,6 +30,19 @@ pub struct ToolPolicy {
     pub cycle_repeats: usize,
     /// Identical failures in a row (ours).
     pub error_repeat: usize,
+    /// The same call failing with the same error this many times in a session, across its
+    /// requests (ours: a refused action retried each time the user says "try again").
+    pub session_error_repeat: usize,
+    /// The same restore (a file put back from a copy, or back to a state seen before) this
+    /// many times in a request (ours: edit / test / revert cycles).
+    pub revert_repeat: usize,
+    /// Command-line tools whose command text is parsed for the files it writes and runs.
+    pub shell_tools: Vec<String>,
+    /// Tools that change the world by their nature (used when a result carries no effect).
+    pub mutation_tools: Vec<String>,
+    /// A tool whose name starts with one of these verbs (`cancel_order`, `updateUser`,
+    /// `book-flight`) changes the world too (used when a result carries no effect).
+    pub mutation_verbs: Vec<String>,
     /// Rounds of proven no-change before the steer (004: LOOP_WARN).
     pub no_change_steer_rounds: usize,
     /// Rounds of proven no-change before the abort (004: LOOP_HARD = LOOP_WARN + 2).
@@ -65,6 +78,10 @@ impl Default for ToolPolicy {
                 "line_range",
                 "insert_line",
                 "index",
+                "name",
+                "function",
+                "function_name",
+                "symbol",
             ]),
             volatile_keys: strings(&[
                 "request_id",
@@ -83,6 +100,45 @@ impl Default for ToolPolicy {
             cycle_max_period: 5,
             cycle_repeats: 3,
             error_repeat: 3,
+            session_error_repeat: 3,
+            revert_repeat: 3,
+            shell_tools: strings(&[
+                "bash",
+                "sh",
+                "shell",
+                "zsh",
+                "run",
+                "execute",
+                "execute_bash",
+                "execute_command",
+                "run_command",
+                "run_shell_command",
+                "run_terminal_cmd",
+                "terminal",
+                "exec",
+                "cmd",
+            ]),
+            mutation_tools: strings(&[
+                "edit",
+                "edit_file",
+                "write",
+                "write_file",
+                "create",
+                "create_file",
+                "str_replace",
+                "insert",
+                "apply_patch",
+                "patch",
+                "delete_file",
+                "move_file",
+                "rename_file",
+                "multi_edit",
+            ]),
+            mutation_verbs: strings(&[
+                "add", "apply", "book", "cancel", "create", "delete", "edit", "exchange", "insert",
+                "install", "modify", "move", "patch", "post", "put", "remove", "rename", "replace",
+                "reset", "return", "set", "transfer", "undo", "update", "upsert", "write",
+            ]),
             no_change_steer_rounds: 3,
             no_change_abort_rounds: 5,
         }
@@ -97,6 +153,9 @@ pub struct ProgressPolicy {
     pub no_progress_rounds: usize,
     /// Consecutive read/search/list-only rounds (004: RUN_DISCOVERY_NUDGE_ROUNDS).
     pub discovery_rounds: usize,
+    /// With a large round budget, the streak must also reach this share of it (ours: 8
+    /// rounds is half of a 15-round runtime, 3 % of the fleet default; see docs/decisions.md).
+    pub discovery_budget_ratio: f64,
     /// Tools that only read, search or list (004: DISCOVERY_ONLY_TOOLS). A result whose
     /// evidence says `effect: read` counts as discovery whatever its tool.
     pub discovery_tools: Vec<String>,
@@ -107,6 +166,7 @@ impl Default for ProgressPolicy {
         ProgressPolicy {
             no_progress_rounds: 2,
             discovery_rounds: 8,
+            discovery_budget_ratio: 0.1,
             discovery_tools: strings(&[
                 "read",
                 "read_file",
@@ -134,7 +194,8 @@ impl Default for ProgressPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetPolicy {
-    /// Model-tool rounds per user request (000: MAX_TOOL_ROUNDS).
+    /// Model-tool rounds per user request when the runtime announces none (fleet default
+    /// 250: seed 000's MAX_TOOL_ROUNDS = 15 is its own runtime's limit, see docs/decisions.md).
     pub max_tool_rounds: usize,
     pub near_limit_ratio: f64,
     pub slow_after_secs: u64,
@@ -143,18 +204,22 @@ pub struct BudgetPolicy {
     pub slow_quiet_rounds: usize,
     pub churn_compactions: usize,
     pub churn_ratio: f64,
+    /// Compactions in a row with no tool round between them: a compaction storm (ours,
+    /// after OpenHands' condensation-loop check).
+    pub storm_compactions: usize,
 }
 
 impl Default for BudgetPolicy {
     fn default() -> Self {
         BudgetPolicy {
-            max_tool_rounds: 15,
+            max_tool_rounds: 250,
             near_limit_ratio: 0.8,
             slow_after_secs: 480,
             slow_min_rounds: 8,
             slow_quiet_rounds: 3,
             churn_compactions: 2,
             churn_ratio: 0.75,
+            storm_compactions: 3,
         }
     }
 }
@@ -174,6 +239,8 @@ pub struct ReasoningPolicy {
     pub max_reasoning_secs: u64,
     pub reasoning_char_limit: usize,
     pub content_repeat_span_min: usize,
+    /// Identical assistant answers in a row, any length (ours, after OpenHands).
+    pub answer_repeat: usize,
     pub max_total_secs: u64,
     pub max_retries: u32,
     /// Chars of the request's text kept for the repetition rules (ours; bounds memory).
@@ -195,6 +262,7 @@ impl Default for ReasoningPolicy {
             max_reasoning_secs: 60,
             reasoning_char_limit: 20_000,
             content_repeat_span_min: 100,
+            answer_repeat: 3,
             max_total_secs: 120,
             max_retries: 2,
             tail_chars: 8192,
@@ -309,6 +377,11 @@ impl Policy {
         p(t.cycle_repeats >= 2, "tool.cycle_repeats must be >= 2");
         p(t.error_repeat >= 2, "tool.error_repeat must be >= 2");
         p(
+            t.session_error_repeat >= 2,
+            "tool.session_error_repeat must be >= 2",
+        );
+        p(t.revert_repeat >= 2, "tool.revert_repeat must be >= 2");
+        p(
             t.no_change_steer_rounds >= 1 && t.no_change_abort_rounds > t.no_change_steer_rounds,
             "tool.no_change_abort_rounds must exceed no_change_steer_rounds >= 1",
         );
@@ -319,6 +392,10 @@ impl Policy {
         p(
             self.progress.discovery_rounds >= 1,
             "progress.discovery_rounds must be >= 1",
+        );
+        p(
+            (0.0..=1.0).contains(&self.progress.discovery_budget_ratio),
+            "progress.discovery_budget_ratio must be in [0, 1]",
         );
         let b = &self.budget;
         p(
@@ -336,6 +413,10 @@ impl Policy {
         p(
             b.slow_quiet_rounds >= 1,
             "budget.slow_quiet_rounds must be >= 1",
+        );
+        p(
+            b.storm_compactions >= 2,
+            "budget.storm_compactions must be >= 2",
         );
         let r = &self.reasoning;
         p(
@@ -355,6 +436,7 @@ impl Policy {
             "reasoning.block_repeat_count must be >= 2",
         );
         p(r.variant_count >= 2, "reasoning.variant_count must be >= 2");
+        p(r.answer_repeat >= 2, "reasoning.answer_repeat must be >= 2");
         let longest = r
             .repeat_span_min
             .max(r.content_repeat_span_min)
@@ -414,7 +496,7 @@ mod tests {
             ),
             (6, 3, 50)
         );
-        assert_eq!(p.budget.max_tool_rounds, 15);
+        assert_eq!(p.budget.max_tool_rounds, 250);
         assert_eq!(p.reasoning.repeat_span_min, 24);
         assert_eq!(p.reasoning.reasoning_char_limit, 20_000);
         assert_eq!(p.expect.max_retries, 2);

@@ -1,8 +1,11 @@
 //! The recent tool calls of a request, shared by the repeat rules: canonical signatures,
-//! identity fingerprints, 3-gram sets and the outputs their results reported. Pure.
+//! identity fingerprints (identity keys, and the files a shell command writes and runs),
+//! 3-gram sets, the results their calls reported, and the successful mutations between
+//! them (a call repeated after the world changed is not a repeat). Pure.
 
 use crate::engine::canon;
 use crate::engine::policy::ToolPolicy;
+use crate::engine::shell;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -24,26 +27,118 @@ pub struct CallRecord {
     pub fields: Option<Vec<Field>>,
     /// `evidence.output_hash` of the call's result, once known.
     pub output: Option<u64>,
+    /// Hash of the error text of a failed result, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<u64>,
     pub round: u32,
+    /// Position of the call in its request (1, 2, …).
+    #[serde(default)]
+    pub at: u64,
+    /// The call changes the world by its nature (a write-like tool or shell command).
+    #[serde(default)]
+    pub mutates: bool,
+    /// The call puts a file back from a copy (`cp f.orig f`, `git checkout -- f`).
+    #[serde(default)]
+    pub restores: bool,
+}
+
+/// A tool (or a tool's sub-command) that changes the world by its name: listed in
+/// `mutation_tools`, or starting with a verb of `mutation_verbs`.
+fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
+    p.mutation_tools.iter().any(|t| t == name) || {
+        let verb = first_word(name);
+        p.mutation_verbs.iter().any(|v| *v == verb)
+    }
+}
+
+/// The sub-command of a multi-purpose tool (`str_replace_editor` with `command:
+/// "str_replace"`, a `files` tool with `action: "delete"`): the first word of that argument.
+fn subcommand(args: &Value) -> Option<&str> {
+    let map = args.as_object()?;
+    ["command", "action", "operation", "op"]
+        .iter()
+        .find_map(|k| map.get(*k).and_then(Value::as_str))
+        .and_then(|c| c.split_whitespace().next())
+}
+
+/// The first word of a tool name, lower-cased: `cancel_order`, `cancel-order` and
+/// `cancelOrder` all give `cancel`.
+fn first_word(tool: &str) -> String {
+    let mut word = String::new();
+    for (i, c) in tool.char_indices() {
+        if c == '_' || c == '-' || c == '.' || c == ' ' || (i > 0 && c.is_uppercase()) {
+            break;
+        }
+        word.extend(c.to_lowercase());
+    }
+    word
+}
+
+/// What the call's command text says it does: the whole analysis for shell tools; for
+/// another tool that takes a command line, only its identity options.
+fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<shell::Command> {
+    let shell = p.shell_tools.iter().any(|t| t == tool);
+    let text = match args {
+        Value::String(s) if shell => s.as_str(),
+        Value::Object(map) => ["command", "cmd", "script", "commands", "input"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_str))?,
+        _ => return None,
+    };
+    if shell {
+        return Some(shell::analyse(text, &p.identity_keys));
+    }
+    let views = shell::identity_views(text, &p.identity_keys);
+    Some(shell::Command {
+        views,
+        ..Default::default()
+    })
 }
 
 impl CallRecord {
-    pub fn new(call_id: &str, tool: &str, args: &Value, round: u32, p: &ToolPolicy) -> Self {
+    pub fn new(
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+        round: u32,
+        at: u64,
+        p: &ToolPolicy,
+    ) -> Self {
         let text = canon::canonical(args);
         let sig = sig_of(tool, &text);
         let near = canon::canonical_without(args, &p.volatile_keys);
         let args_chars = text.chars().count();
+        let command = shell_command(tool, args, p);
+        let mut identity = canon::identity_fingerprint(args, &p.identity_keys);
+        let targets = command.as_ref().map(shell::Command::identity);
+        if let Some(targets) = targets.filter(|t| !t.is_empty()) {
+            let mut key = identity.to_le_bytes().to_vec();
+            key.extend_from_slice(targets.as_bytes());
+            identity = canon::hash64(&key) | 1;
+        }
+        let named_mutation = writes_by_name(tool, p)
+            || (!p.shell_tools.iter().any(|t| t == tool)
+                && subcommand(args).is_some_and(|c| writes_by_name(c, p)));
         CallRecord {
             call_id: call_id.to_string(),
             tool: tool.to_string(),
             sig,
             near_sig: sig_of(tool, &near),
-            identity: canon::identity_fingerprint(args, &p.identity_keys),
+            identity,
             args_chars,
             fields: (args_chars >= p.fuzzy_min_chars).then(|| fields(args)),
             output: None,
+            error: None,
             round,
+            at,
+            mutates: named_mutation || command.as_ref().is_some_and(|c| c.mutates),
+            restores: command.as_ref().is_some_and(|c| c.restores),
         }
+    }
+
+    /// What the call's result said, as one value: equal results, equal keys.
+    pub fn result(&self) -> Option<u64> {
+        self.output.or(self.error)
     }
 }
 
@@ -132,10 +227,26 @@ pub fn sig_of(tool: &str, canonical_args: &str) -> u64 {
     canon::hash64(&bytes)
 }
 
+/// A successful mutation: the request's call count when its result came, and its call.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Mutation {
+    pub at: u64,
+    pub sig: u64,
+}
+
+/// Mutations remembered (enough for any window: older ones precede every call in it).
+const MAX_MUTATIONS: usize = 64;
+
 /// The last few non-exempt calls of the request, newest last.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CallWindow {
     pub calls: VecDeque<CallRecord>,
+    /// Calls made in the request so far (exempt ones included).
+    #[serde(default)]
+    pub made: u64,
+    /// Successful mutations, oldest first.
+    #[serde(default)]
+    pub mutations: VecDeque<Mutation>,
 }
 
 impl CallWindow {
@@ -144,6 +255,45 @@ impl CallWindow {
         while self.calls.len() > keep.max(1) {
             self.calls.pop_front();
         }
+        let oldest = self.calls.front().map_or(0, |c| c.at);
+        while self
+            .mutations
+            .front()
+            .is_some_and(|m| m.at < oldest || self.mutations.len() > MAX_MUTATIONS)
+        {
+            self.mutations.pop_front();
+        }
+    }
+
+    /// Counts one more call in the request and returns its position.
+    pub fn next_position(&mut self) -> u64 {
+        self.made += 1;
+        self.made
+    }
+
+    /// A call (of signature `sig`) changed the world successfully.
+    pub fn record_mutation(&mut self, sig: u64) {
+        self.mutations.push_back(Mutation { at: self.made, sig });
+        if self.mutations.len() > MAX_MUTATIONS {
+            self.mutations.pop_front();
+        }
+    }
+
+    /// True when the world may have changed between `earlier` and the newest call: a
+    /// successful mutation came after `earlier` was made, by a call other than the newest
+    /// one's own signature (an identical mutation repeated is still a repeat).
+    pub fn changed_since(&self, earlier: &CallRecord) -> bool {
+        let Some(now) = self.newest() else {
+            return false;
+        };
+        self.mutations
+            .iter()
+            .any(|m| m.at >= earlier.at && m.at < now.at && m.sig != now.sig)
+    }
+
+    /// The `n` most recent calls before the newest one that still look at the same world.
+    pub fn repeatable(&self, n: usize) -> impl Iterator<Item = &CallRecord> {
+        self.earlier(n).filter(|c| !self.changed_since(c))
     }
 
     /// The `n` most recent calls before the newest one.
@@ -177,6 +327,25 @@ impl CallWindow {
             c.output = Some(output);
         }
     }
+
+    pub fn record_error(&mut self, call_id: &str, error: u64) {
+        if let Some(c) = self.calls.iter_mut().rev().find(|c| c.call_id == call_id) {
+            c.error = Some(error);
+        }
+    }
+}
+
+/// The results of these calls differ from each other (different outputs or errors).
+pub fn results_differ<'a>(calls: impl Iterator<Item = &'a CallRecord>) -> bool {
+    let mut first = None;
+    for r in calls.filter_map(CallRecord::result) {
+        match first {
+            None => first = Some(r),
+            Some(f) if f != r => return true,
+            Some(_) => {}
+        }
+    }
+    false
 }
 
 /// Polling with progress (ours): the two most recent earlier matches both reported an

@@ -1,5 +1,7 @@
 //! `progress.discovery_only` (seed 004): 8 consecutive rounds of only read/search/list
-//! tools -> one warning per episode.
+//! tools -> one warning per episode. The 8 is relative to the request's round budget: it
+//! applies as is up to a budget of 80 rounds, and a larger budget needs 10 % of it (25 of
+//! the fleet default 250), so long healthy runs that explore are not nagged (ours).
 
 use crate::engine::emit::{Cx, Finding};
 use crate::engine::verdict::{Action, Rule};
@@ -13,13 +15,20 @@ pub struct DiscoveryOnly {
 }
 
 impl DiscoveryOnly {
-    pub fn on_round(&mut self, discovery_only: bool, cx: &mut Cx) {
+    /// Rounds of discovery only that earn the warning in a request of `budget` rounds.
+    pub fn threshold(budget: usize, cx: &Cx) -> usize {
+        let p = &cx.policy.progress;
+        let scaled = (budget as f64 * p.discovery_budget_ratio).ceil() as usize;
+        p.discovery_rounds.max(scaled)
+    }
+
+    pub fn on_round(&mut self, discovery_only: bool, budget: usize, cx: &mut Cx) {
         if !discovery_only {
             *self = DiscoveryOnly::default();
             return;
         }
         self.streak += 1;
-        if self.streak >= cx.policy.progress.discovery_rounds && !self.warned {
+        if self.streak >= Self::threshold(budget, cx) && !self.warned {
             self.warned = true;
             let msg = format!(
                 "You have spent {} rounds only reading and searching. You likely know enough: \

@@ -1,5 +1,7 @@
 //! `tool.exact_repeat` (seed 000): the same tool with the same canonical args 3 times in
-//! the last 6 calls -> block the call and stop the round's remaining calls.
+//! the last 6 calls -> block the call and stop the round's remaining calls. A call made
+//! after a successful mutation since its previous occurrence looks at a changed world and
+//! does not count (ours, from real coding-agent traces).
 
 use super::calls::{polling_with_progress, CallWindow};
 use crate::engine::emit::{Cx, Finding};
@@ -22,7 +24,7 @@ impl ExactRepeat {
             return false;
         };
         let matches: Vec<_> = window
-            .earlier(p.window - 1)
+            .repeatable(p.window - 1)
             .filter(|c| c.sig == call.sig)
             .collect();
         if matches.len() + 1 < p.repeat_threshold || !cx.enabled(Rule::ExactRepeat) {

@@ -1,8 +1,11 @@
 //! `tool.fuzzy_repeat` (seed 000): same tool, serialized args of at least 50 chars, 3-gram
-//! Jaccard of at least 0.8, 3 times in the last 6 calls: block. Calls that differ in an
-//! identity key (path, url, page, offset, …) are never similar (ours).
+//! Jaccard of at least 0.8, 3 times in the last 6 calls: block, or only steer when the
+//! similar calls' results differ from each other (authority after 004). Calls that differ
+//! in an identity key (path, url, page, offset, the files a shell command writes or runs)
+//! are never similar, and calls made after a successful mutation since the earlier one
+//! do not count (ours).
 
-use super::calls::{polling_with_progress, similarity, CallWindow};
+use super::calls::{results_differ, similarity, CallWindow};
 use crate::engine::emit::{Cx, Finding};
 use crate::engine::verdict::{Action, Rule};
 use serde::{Deserialize, Serialize};
@@ -28,7 +31,7 @@ impl FuzzyRepeat {
         }
         let mut best: f64 = 1.0;
         let similar: Vec<_> = window
-            .earlier(p.window - 1)
+            .repeatable(p.window - 1)
             .filter(|c| c.tool == call.tool && c.identity == call.identity)
             .filter_map(|c| {
                 let s = similarity(fields, c.fields.as_ref()?);
@@ -38,25 +41,48 @@ impl FuzzyRepeat {
                 })
             })
             .collect();
-        if similar.len() + 1 < p.repeat_threshold || polling_with_progress(similar.iter().copied())
-        {
+        // Identical calls alone are `tool.exact_repeat`'s, polling exemption included.
+        if similar.len() + 1 < p.repeat_threshold || similar.iter().all(|c| c.sig == call.sig) {
             return false;
         }
+        let changing = results_differ(similar.iter().copied());
+        // Calls equal but for volatile keys (request ids, timestamps) whose results change
+        // are polling that sees change, as for identical calls: `tool.near_duplicate` warns.
+        if changing && similar.iter().all(|c| c.near_sig == call.near_sig) {
+            return false;
+        }
+        let action = if changing {
+            Action::Steer
+        } else {
+            Action::Block
+        };
         self.blocks = if self.last_tool == call.tool {
             self.blocks + 1
         } else {
             1
         };
         self.last_tool = call.tool.clone();
-        let msg = format!(
-            "Blocked: `{}` was called {} times in the last {} calls with nearly the same arguments. \
-             Repeating it will not help; try a different approach or report what you have.",
-            call.tool,
-            similar.len() + 1,
-            p.window
-        );
-        let evidence = json!({"tool": call.tool, "count": similar.len() + 1, "window": p.window, "min_similarity": (best * 1000.0).round() / 1000.0});
-        cx.emit(Finding::new(Rule::FuzzyRepeat, Action::Block, msg, evidence).attempt(self.blocks));
+        let msg = if changing {
+            format!(
+                "`{}` was called {} times in the last {} calls with nearly the same arguments. \
+                 Its answers change, but rephrasing the same call is not converging: step back \
+                 and decide what you need before calling it again.",
+                call.tool,
+                similar.len() + 1,
+                p.window
+            )
+        } else {
+            format!(
+                "Blocked: `{}` was called {} times in the last {} calls with nearly the same arguments \
+                 and got the same result. Repeating it will not help; try a different approach or \
+                 report what you have.",
+                call.tool,
+                similar.len() + 1,
+                p.window
+            )
+        };
+        let evidence = json!({"tool": call.tool, "count": similar.len() + 1, "window": p.window, "min_similarity": (best * 1000.0).round() / 1000.0, "results_differ": changing});
+        cx.emit(Finding::new(Rule::FuzzyRepeat, action, msg, evidence).attempt(self.blocks));
         true
     }
 }

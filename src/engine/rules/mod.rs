@@ -1,6 +1,7 @@
 //! Per-session state and the dispatch of one event to the rules, in a fixed order.
 //! One file per rule (or per family sharing one state); this module only routes. Pure.
 
+mod answer_repeat;
 mod budget;
 mod calls;
 mod cycle;
@@ -13,6 +14,7 @@ mod near_duplicate;
 mod no_change;
 mod no_progress;
 mod required_tool;
+mod revert_cycle;
 pub mod round;
 mod text_repeats;
 mod turn_limits;
@@ -36,6 +38,11 @@ struct Pending {
     exempt: bool,
     /// Its tool is on the read/search/list list.
     named_discovery: bool,
+    /// The call changes the world by its nature, and whether it restores a file.
+    #[serde(default)]
+    mutates: bool,
+    #[serde(default)]
+    restores: bool,
 }
 
 /// Everything scoped to one user request (reset by a `user_message`).
@@ -54,6 +61,8 @@ struct Request {
     fuzzy: fuzzy_repeat::FuzzyRepeat,
     near: near_duplicate::NearDuplicate,
     cycle: cycle::Cycle,
+    #[serde(default)]
+    reverts: revert_cycle::RevertCycle,
     errors: error_repeat::ErrorRepeat,
     no_change: no_change::NoChange,
     no_progress: no_progress::NoProgress,
@@ -73,6 +82,13 @@ pub struct SessionState {
     pub events: u64,
     recent_ids: VecDeque<u64>,
     context: required_tool::RecentMessages,
+    /// User requests seen (numbers the requests for the session-wide rules).
+    #[serde(default)]
+    requests: u32,
+    #[serde(default)]
+    failures: error_repeat::SessionErrors,
+    #[serde(default)]
+    answers: answer_repeat::AnswerRepeat,
     request: Request,
     turn: Option<turn_limits::Turn>,
 }
@@ -144,25 +160,29 @@ impl SessionState {
         if let Some(id) = event.body.turn_id() {
             if self.turn.as_ref().map(|t| t.id.as_str()) != Some(id) {
                 self.turn = Some(turn_limits::Turn::new(id, ts));
+                self.request.text.boundary();
             }
         }
         if !matches!(event.body, Body::UserMessage { .. }) {
             self.request.started_ms.get_or_insert(ts);
         }
         match &event.body {
-            Body::UserMessage { text } => {
+            Body::UserMessage { text, limits } => {
                 let required =
                     required_tool::RequiredTool::on_user_message(text, &mut self.context, cx);
                 self.request = Request {
                     started_ms: Some(ts),
                     required,
+                    budget: budget::Budget::announced(limits),
                     ..Default::default()
                 };
                 self.context.push(text, cx.policy.expect.context_messages);
                 self.turn = None;
+                self.requests = self.requests.wrapping_add(1);
             }
             Body::AssistantMessage { text, .. } => {
                 self.context.push(text, cx.policy.expect.context_messages);
+                self.answers.on_answer(text, cx);
                 if let Some(turn) = self.turn.as_mut() {
                     if !turn.saw_content && !text.is_empty() {
                         turn.saw_content = true;
@@ -230,6 +250,7 @@ impl SessionState {
         cx: &mut Cx,
     ) {
         let p = cx.policy;
+        self.answers.on_tool_call();
         let req = &mut self.request;
         if let Some(turn) = self.turn.as_mut() {
             turn.tool_calls += 1;
@@ -258,14 +279,17 @@ impl SessionState {
             }
         }
         req.required.on_call(tool, args, cx);
-        let mut sig = 0;
+        let at = req.window.next_position();
+        let (mut sig, mut mutates, mut restores) = (0, false, false);
         if !exempt {
-            let record = calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), &p.tool);
-            sig = record.sig;
+            let record =
+                calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), at, &p.tool);
+            (sig, mutates, restores) = (record.sig, record.mutates, record.restores);
             let keep = p.tool.window.max(1);
             req.window.push(record.clone(), keep);
-            if !req.exact.on_call(&req.window, cx) {
-                req.fuzzy.on_call(&req.window, cx);
+            let repeated = req.exact.on_call(&req.window, cx) || req.fuzzy.on_call(&req.window, cx);
+            if !repeated {
+                req.reverts.on_call(&record, cx);
             }
             req.near.on_call(&record, cx);
             req.cycle.on_call(&record, cx);
@@ -277,6 +301,8 @@ impl SessionState {
             round: round.unwrap_or(0),
             exempt,
             named_discovery,
+            mutates,
+            restores,
         });
         while req.pending.len() > MAX_PENDING_CALLS {
             req.pending.pop_front();
@@ -305,13 +331,44 @@ impl SessionState {
             req.window.record_output(call_id, hash64(out.as_bytes()));
         }
         let Some(pending) = pending else { return };
+        let failed = *status == super::event::ToolStatus::Error;
+        let effect = evidence.as_ref().and_then(|e| e.effect);
+        let mutated = !failed
+            && match effect {
+                Some(Effect::Mutation) => true,
+                Some(Effect::Read) | Some(Effect::None) => false,
+                Some(Effect::Unknown) | None => pending.mutates,
+            };
+        if mutated {
+            req.window.record_mutation(pending.sig);
+            if pending.restores {
+                req.reverts.on_restored(pending.sig);
+            }
+            if let Some(ev) = evidence.as_ref() {
+                if let (Some(resource), Some(after)) = (&ev.resource, &ev.state_after) {
+                    req.reverts
+                        .on_state(resource, ev.state_before.as_deref(), after, cx);
+                }
+            }
+        }
         if !pending.exempt {
-            let err = (*status == super::event::ToolStatus::Error)
-                .then(|| error.as_deref().unwrap_or(""));
-            req.errors.on_result(tool, err, cx);
+            let err = failed.then(|| error.as_deref().unwrap_or(""));
+            let normalized = err.map(error_repeat::normalize);
+            if let Some(e) = normalized.as_deref() {
+                req.window.record_error(call_id, hash64(e.as_bytes()));
+            }
+            let steered = req
+                .errors
+                .on_result(pending.sig, tool, normalized.as_deref(), cx);
+            if let Some(e) = normalized.as_deref().filter(|_| !steered) {
+                self.failures
+                    .on_failure(pending.sig, tool, e, self.requests, cx);
+            }
+            let req = &mut self.request;
             req.no_change
                 .on_result(pending.sig, tool, pending.round, outcome, cx);
         }
+        let req = &mut self.request;
         let is_read = evidence.as_ref().and_then(|e| e.effect) == Some(Effect::Read);
         let Some(open) = req.open_round.as_mut().filter(|r| r.index == pending.round) else {
             return;
@@ -334,7 +391,8 @@ impl SessionState {
         req.no_progress.on_round(outcome, cx);
         // A round of polling calls only is neither discovery nor work for this rule.
         if req.counted_calls > 0 {
-            req.discovery.on_round(req.non_discovery == 0, cx);
+            let budget = req.budget.max_rounds(cx);
+            req.discovery.on_round(req.non_discovery == 0, budget, cx);
         }
         req.budget.on_round_end(outcome);
     }

@@ -65,6 +65,16 @@ impl TextRepeats {
         report(hits, true, ladder, cx)
     }
 
+    /// A new model response starts: text on either side of it is not one passage.
+    pub fn boundary(&mut self) {
+        if let Some(r) = self.reasoning.as_mut() {
+            r.boundary();
+        }
+        if let Some(c) = self.content.as_mut() {
+            c.boundary();
+        }
+    }
+
     /// A response ended: keep the text, free the lookup tables until the next response.
     pub fn compact(&mut self) {
         if let Some(r) = self.reasoning.as_mut() {

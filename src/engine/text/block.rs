@@ -1,10 +1,27 @@
 //! Long-range block repeats: any `window`-char run of the normalized text (punctuation and
 //! whitespace removed) seen `count` times within the kept tail (seed 003's block rule).
+//! Windows may span model responses (a loop split across responses is still one loop), but
+//! a window seen only where it straddles a response boundary at the same offset every time
+//! is the same closing and opening phrases of consecutive responses, not a passage
+//! recomputed, and does not count (ours).
 
 use super::ring::{CharRing, Rolling};
 use super::{HashMap64, Hit, HitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+
+/// An anchor value for windows whose occurrences straddle boundaries differently.
+const MIXED: u32 = u32::MAX;
+
+/// One window hash in the tail: occurrences, where a response boundary fell in them (chars
+/// from the boundary to the window's end, 0 = none, `MIXED` once they disagree) and the
+/// end position of the last one. 16 bytes, like the pair it replaced.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    count: u32,
+    anchor: u32,
+    last: u64,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BlockRepeat {
@@ -18,7 +35,10 @@ pub struct BlockRepeat {
     #[serde(skip)]
     hashes: VecDeque<u64>,
     #[serde(skip)]
-    seen: HashMap64<(u32, u64)>,
+    seen: HashMap64<Seen>,
+    /// Ring positions where a response started (the first char after a boundary).
+    #[serde(default)]
+    boundaries: VecDeque<u64>,
     #[serde(skip)]
     roll: Rolling,
     /// False while the derived tables are dropped: the next char rebuilds them first.
@@ -35,9 +55,28 @@ impl BlockRepeat {
             ring: CharRing::default(),
             hashes: VecDeque::new(),
             seen: HashMap64::default(),
+            boundaries: VecDeque::new(),
             roll: Rolling::new(window),
             built: true,
         }
+    }
+
+    /// A model response ended: the next char starts another.
+    pub fn mark_boundary(&mut self) {
+        let at = self.ring.end();
+        if self.boundaries.back() != Some(&at) {
+            self.boundaries.push_back(at);
+        }
+    }
+
+    /// Chars from the latest boundary inside the window ending at `pos` to its end.
+    fn anchor_at(&self, pos: u64) -> u32 {
+        let first = (pos + 1).saturating_sub(self.window as u64);
+        self.boundaries
+            .iter()
+            .rev()
+            .find(|&&b| b > first && b <= pos)
+            .map_or(0, |&b| (pos + 1 - b) as u32)
     }
 
     /// Feeds one normalized char.
@@ -63,12 +102,21 @@ impl BlockRepeat {
             return None;
         };
         self.hashes.push_back(h);
-        let entry = self.seen.entry(h).or_insert((0, pos));
-        let previous = entry.1;
-        entry.0 += 1;
-        entry.1 = pos;
-        let occurrences = entry.0 as usize;
-        if !detect || occurrences < self.count {
+        let anchor = self.anchor_at(pos);
+        let entry = self.seen.entry(h).or_insert(Seen {
+            count: 0,
+            anchor,
+            last: pos,
+        });
+        let previous = entry.last;
+        entry.count += 1;
+        entry.last = pos;
+        if entry.anchor != anchor {
+            entry.anchor = MIXED;
+        }
+        let occurrences = entry.count as usize;
+        let boundary_only = entry.anchor != 0 && entry.anchor != MIXED;
+        if !detect || occurrences < self.count || boundary_only {
             return None;
         }
         // Confirm against the previous occurrence (guards against a hash collision).
@@ -94,8 +142,8 @@ impl BlockRepeat {
         {
             if h != 0 {
                 if let Some(e) = self.seen.get_mut(&h) {
-                    e.0 -= 1;
-                    if e.0 == 0 {
+                    e.count -= 1;
+                    if e.count == 0 {
                         self.seen.remove(&h);
                     }
                 }
@@ -103,12 +151,20 @@ impl BlockRepeat {
         }
         self.hashes.pop_front();
         self.ring.pop_front();
+        while self
+            .boundaries
+            .front()
+            .is_some_and(|&b| b + (self.window as u64) < self.ring.start)
+        {
+            self.boundaries.pop_front();
+        }
     }
 
     pub fn reset(&mut self) {
         self.ring.clear();
         self.hashes.clear();
         self.seen.clear();
+        self.boundaries.clear();
         self.roll.reset();
     }
 
@@ -130,6 +186,9 @@ impl BlockRepeat {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.ring.heap_bytes() + self.hashes.capacity() * 8 + self.seen.capacity() * 25
+        self.ring.heap_bytes()
+            + self.hashes.capacity() * 8
+            + self.seen.capacity() * 25
+            + self.boundaries.capacity() * 8
     }
 }

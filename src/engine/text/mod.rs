@@ -2,6 +2,7 @@
 //! so the same text gives the same hits whatever its chunking. Pure: no IO, no clock.
 
 mod block;
+mod fence;
 mod ring;
 mod tandem;
 mod variant;
@@ -71,12 +72,21 @@ impl std::hash::Hasher for PreHashed {
 
 pub type HashMap64<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<PreHashed>>;
 
+/// What a response boundary looks like to the tight-repeat and sentence detectors.
+const BOUNDARY: char = '\n';
+
 /// The reasoning stream of one request: tight repeats, variant repeats, long-range blocks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReasoningText {
     pub tandem: Tandem,
     pub variant: VariantRepeat,
     pub block: BlockRepeat,
+    /// A response ended since the last char: the next text starts after a boundary.
+    #[serde(default)]
+    pending_boundary: bool,
+    /// Fenced code quoted in the reasoning: the block detector does not see it.
+    #[serde(default)]
+    fences: fence::Fences,
 }
 
 /// Sizes for the reasoning stream.
@@ -97,17 +107,44 @@ impl ReasoningText {
             tandem: Tandem::new(s.span_min, s.body_min, s.tail),
             variant: VariantRepeat::new(s.variant_count, s.variant_min_chars),
             block: BlockRepeat::new(s.block_window, s.block_count, s.tail),
+            pending_boundary: false,
+            fences: fence::Fences::default(),
         }
+    }
+
+    /// A model response ended: its text and the next one's are not one passage.
+    pub fn boundary(&mut self) {
+        self.pending_boundary = true;
     }
 
     /// Feeds text; every hit resets the stream, so a hit needs fresh evidence after it.
     /// `enabled` = [tandem, variant, block].
     pub fn push_str(&mut self, text: &str, enabled: [bool; 3], hits: &mut Vec<Hit>) {
+        if self.pending_boundary && !text.is_empty() {
+            self.pending_boundary = false;
+            self.block.mark_boundary();
+            let _ = self.fences.push(BOUNDARY);
+            let t = self.tandem.push(BOUNDARY);
+            let v = self.variant.push(BOUNDARY);
+            let hit = [t, v]
+                .into_iter()
+                .zip(enabled)
+                .find_map(|(h, on)| if on { h } else { None });
+            if let Some(hit) = hit {
+                hits.push(hit);
+                self.reset();
+            }
+        }
         for c in text.chars() {
             let hit = {
                 let t = self.tandem.push(c);
                 let v = self.variant.push(c);
-                let b = if is_body(c) { self.block.push(c) } else { None };
+                let prose = self.fences.push(c).prose;
+                let b = if prose && is_body(c) {
+                    self.block.push(c)
+                } else {
+                    None
+                };
                 [t, v, b]
                     .into_iter()
                     .zip(enabled)
@@ -139,26 +176,56 @@ impl ReasoningText {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.tandem.heap_bytes() + self.block.heap_bytes() + self.variant.heap_bytes()
+        self.tandem.heap_bytes()
+            + self.block.heap_bytes()
+            + self.variant.heap_bytes()
+            + self.fences.heap_bytes()
     }
 }
 
-/// The visible-content stream of one request: long tight repeats only.
+/// The visible-content stream of one request: long tight repeats of prose; inside fenced
+/// code blocks only a whole block written again.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContentText {
     pub tandem: Tandem,
+    #[serde(default)]
+    fences: fence::Fences,
+    #[serde(default)]
+    pending_boundary: bool,
 }
 
 impl ContentText {
     pub fn new(span_min: usize, body_min: usize, tail: usize) -> Self {
         ContentText {
             tandem: Tandem::new(span_min, body_min, tail),
+            fences: fence::Fences::default(),
+            pending_boundary: false,
         }
     }
 
+    /// A model response ended.
+    pub fn boundary(&mut self) {
+        self.pending_boundary = true;
+    }
+
     pub fn push_str(&mut self, text: &str, hits: &mut Vec<Hit>) {
+        if self.pending_boundary && !text.is_empty() {
+            self.pending_boundary = false;
+            let step = self.fences.push(BOUNDARY);
+            let hit = step.hit.or_else(|| self.tandem.push(BOUNDARY));
+            if let Some(hit) = hit {
+                hits.push(hit);
+                self.tandem.reset();
+            }
+        }
         for c in text.chars() {
-            if let Some(hit) = self.tandem.push(c) {
+            let step = self.fences.push(c);
+            let hit = match step.hit {
+                Some(hit) => Some(hit),
+                None if step.prose => self.tandem.push(c),
+                None => None,
+            };
+            if let Some(hit) = hit {
                 hits.push(hit);
                 self.tandem.reset();
             }
@@ -174,7 +241,7 @@ impl ContentText {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.tandem.heap_bytes()
+        self.tandem.heap_bytes() + self.fences.heap_bytes()
     }
 }
 
