@@ -71,12 +71,14 @@ fn policies() -> PolicySet {
     .expect("test policy is valid")
 }
 
-/// Small limits: a 15-minute TTL, 3 sessions, 256-byte texts, 8 remembered ids.
+/// Small limits: a 15-minute TTL, 3 sessions, 256-byte texts, 8 remembered ids, text tables
+/// kept for one session only (every other text session rebuilds them).
 const SMALL: Limits = Limits {
     session_ttl_ms: 900_000,
     max_sessions: 3,
     max_text_bytes: 256,
     dedup_ids: 8,
+    hot_text_sessions: 1,
 };
 
 fn limits(small: bool) -> Limits {

@@ -103,22 +103,38 @@ fn openhands_events(record: &Value, session: &str) -> Vec<Event> {
 
 /// The OpenHands runs have no tight loop (at most 2 identical actions in a row), and the
 /// guard must not block their work: exploring directories, distinct searches, paging with
-/// `view_range`, edits. It does block four calls: three are the third identical try of a
-/// call whose earlier tries failed with the same error or returned the very same output,
-/// one ends an edit that is made, undone and made again. Those are seed 000's doom loop
-/// ("3 times in the last 6 calls"), which the sample's note does not count because the
-/// repeats are not back to back. See docs/decisions.md.
+/// `view_range`, edits. It does block two calls, each the third identical try, in an
+/// unchanged file, of a call whose earlier tries failed with the same error or returned
+/// the very same output: seed 000's doom loop ("3 times in the last 6 calls"), which the
+/// sample's note does not count because the repeats are not back to back. Two more, which
+/// came after a successful edit of the file, are steered instead of blocked (decisions.md,
+/// (c) and (z)).
 #[test]
 fn openhands_runs_get_no_tool_block_on_work() {
     let text =
         std::fs::read_to_string("tests/data/real/openhands/multi_swe_bench_example_output.jsonl")
             .unwrap();
     let mut blocked = Vec::new();
+    let mut steered = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let record: Value = serde_json::from_str(line).unwrap();
         let events = openhands_events(&record, &format!("oh{i}"));
         assert!(events.len() > 20, "converted {} events", events.len());
         let v = run(&events);
+        // Steers, by the call they concern (a result's call, or the call itself).
+        for x in v.iter().filter(|v| v.action == Action::Steer) {
+            let call = events
+                .iter()
+                .find(|e| e.meta.event_id == x.event_id)
+                .and_then(|e| match &e.body {
+                    Body::ToolCall { call_id, .. } | Body::ToolResult { call_id, .. } => {
+                        Some(call_id.clone())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default();
+            steered.push(format!("{i}:{call}:{}", x.rule.as_str()));
+        }
         for b in v.iter().filter(|v| {
             v.rule.as_str().starts_with("tool.")
                 && matches!(v.action, Action::Block | Action::Abort)
@@ -201,11 +217,19 @@ fn openhands_runs_get_no_tool_block_on_work() {
     }
     assert_eq!(
         blocked,
+        ["0:21:tool.exact_repeat", "1:48:tool.exact_repeat"]
+    );
+    // Run 1's str_replace of calls 60, 66 and 68 fails the same way each time; an insert
+    // (64) succeeded between 60 and 66, so 68 is no longer the third try in an unchanged
+    // file (no block), but the third identical failure is steered once it is seen. 48's
+    // failure is the third in a row (its call was blocked too: the recorded run ran it);
+    // 60 is a third near-identical str_replace whose errors differed: a steer.
+    assert_eq!(
+        steered,
         [
-            "0:21:tool.exact_repeat",
-            "1:48:tool.exact_repeat",
-            "1:68:tool.exact_repeat",
-            "2:51:tool.fuzzy_repeat"
+            "1:48:tool.error_repeat",
+            "1:60:tool.fuzzy_repeat",
+            "1:68:tool.error_repeat"
         ]
     );
 }

@@ -444,3 +444,49 @@ fn an_error_that_says_nothing_is_the_same_error_only_for_the_same_call() {
     }
     assert_eq!(of_rule(&run(&s.events), Rule::ErrorRepeat).len(), 1);
 }
+
+#[test]
+fn the_same_failure_three_times_despite_changes_between_is_steered() {
+    let test_run = |s: &mut Script, error: &str| {
+        s.new_turn();
+        let (_, c) = s.call(
+            "bash",
+            json!({"command": "python -m pytest tests/test_pager.py -q"}),
+        );
+        s.turn_end();
+        s.result(&c, "bash", false, Some(error), None)
+    };
+    let same = "AssertionError: assert page(10, 3) == [7, 8, 9]";
+    let mut s = Script::new("s");
+    s.user("fix the pager");
+    let mut results = Vec::new();
+    for i in 0..3 {
+        results.push(test_run(&mut s, same));
+        s.round(
+            "edit",
+            json!({"path": "src/pager.py", "old": format!("a{i}"), "new": format!("b{i}")}),
+            None,
+        );
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::ErrorRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, results[2]);
+    assert_eq!(hits[0].evidence["scope"], "request");
+    assert!(strong(&v).is_empty(), "{v:#?}");
+    // Each fix changes the failure: iteration.
+    let mut s = Script::new("s");
+    s.user("fix the pager");
+    for i in 0..4 {
+        test_run(
+            &mut s,
+            &format!("AssertionError: assert page(10, 3) == [7, 8, 9] (got [{i}])"),
+        );
+        s.round(
+            "edit",
+            json!({"path": "src/pager.py", "old": format!("a{i}"), "new": format!("b{i}")}),
+            None,
+        );
+    }
+    assert!(run(&s.events).is_empty());
+}

@@ -78,6 +78,7 @@ pub struct EngineConfig {
     pub max_sessions_per_partition: NonZeroUsize,
     pub max_text_bytes: NonZeroUsize,
     pub dedup_ids: NonZeroUsize,
+    pub hot_text_sessions: usize,
 }
 
 impl EngineConfig {
@@ -87,6 +88,7 @@ impl EngineConfig {
             max_sessions: self.max_sessions_per_partition.get(),
             max_text_bytes: self.max_text_bytes.get(),
             dedup_ids: self.dedup_ids.get(),
+            hot_text_sessions: self.hot_text_sessions,
         }
     }
 }

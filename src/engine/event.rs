@@ -217,6 +217,14 @@ impl Body {
         }
     }
 
+    /// Reasoning or visible text that the text detectors read.
+    pub fn carries_text(&self) -> bool {
+        matches!(
+            self,
+            Body::Reasoning { .. } | Body::Content { .. } | Body::AssistantMessage { .. }
+        )
+    }
+
     pub fn turn_id(&self) -> Option<&str> {
         match self {
             Body::AssistantMessage { turn_id, .. }

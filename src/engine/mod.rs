@@ -18,7 +18,7 @@ use event::{Body, Event, EVENT_TYPES};
 use policy::{Policy, PolicySet};
 use rules::{SessionState, SessionSummary};
 pub use stats::EngineStats;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use verdict::Verdict;
 
@@ -33,6 +33,10 @@ pub struct Limits {
     pub max_text_bytes: usize,
     /// Recent event ids remembered per session to drop producer retries.
     pub dedup_ids: usize,
+    /// Sessions whose text detectors keep their lookup tables between responses (the most
+    /// recently active ones); the others keep only their text, and rebuild the tables from
+    /// it when more text comes. Bounds memory without rebuilding at every response.
+    pub hot_text_sessions: usize,
 }
 
 impl Default for Limits {
@@ -42,6 +46,7 @@ impl Default for Limits {
             max_sessions: 100_000,
             max_text_bytes: 256 * 1024,
             dedup_ids: 64,
+            hot_text_sessions: 64,
         }
     }
 }
@@ -70,6 +75,9 @@ pub struct Engine {
     last_sweep: i64,
     stats: EngineStats,
     changes: Option<Changes>,
+    /// Sessions that streamed text most recently, oldest first (at most
+    /// `limits.hot_text_sessions`): they keep their text lookup tables.
+    hot_text: VecDeque<String>,
 }
 
 /// Sessions touched or removed since the last `take_changes` (for state hand-over).
@@ -99,6 +107,7 @@ impl Engine {
             last_sweep: i64::MIN,
             stats: EngineStats::default(),
             changes: None,
+            hot_text: VecDeque::new(),
         }
     }
 
@@ -185,8 +194,33 @@ impl Engine {
         if let Some(c) = self.changes.as_mut() {
             c.touched.insert(event.meta.session_id.clone());
         }
+        if event.body.carries_text() {
+            self.keep_hot(&event.meta.session_id);
+        }
         self.maintain();
         Handled::Processed
+    }
+
+    /// `id` streamed text: its tables stay built; the least recent hot session beyond the
+    /// bound has its tables freed. Depends only on the order of events: deterministic.
+    fn keep_hot(&mut self, id: &str) {
+        if let Some(i) = self.hot_text.iter().rposition(|s| s == id) {
+            if i + 1 == self.hot_text.len() {
+                return;
+            }
+            let s = self.hot_text.remove(i).expect("found");
+            self.hot_text.push_back(s);
+            return;
+        }
+        self.hot_text.push_back(id.to_string());
+        while self.hot_text.len() > self.limits.hot_text_sessions {
+            let Some(cold) = self.hot_text.pop_front() else {
+                break;
+            };
+            if let Some(slot) = self.sessions.get_mut(&cold) {
+                slot.state.compact_text();
+            }
+        }
     }
 
     fn truncate(&mut self, event: &mut Event) {

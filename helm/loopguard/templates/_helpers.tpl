@@ -128,7 +128,7 @@ model_allow_list = {{ default list $m.model_allow_list | toJson }}
 [engine]
 session_ttl_secs = {{ $e.session_ttl_secs | int64 }}
 max_sessions_per_partition = {{ $e.max_sessions_per_partition | int64 }}
-{{- range $key := list "max_text_bytes" "dedup_ids" }}
+{{- range $key := list "max_text_bytes" "dedup_ids" "hot_text_sessions" }}
 {{- if hasKey $e $key }}
 {{ $key }} = {{ get $e $key | int64 }}
 {{- end }}

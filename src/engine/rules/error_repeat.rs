@@ -1,7 +1,8 @@
 //! `tool.error_repeat` (ours, after OpenHands): a tool failing with the same error 3 times
 //! in a row -> steer, once per streak. See docs/decisions.md for why args may differ.
-//! Also across the requests of a session: the same call failing with the same error in 3
-//! requests (a refused action retried each time the user says "try again") -> steer once.
+//! Also the same call failing with the same error 3 times in a request, with changes in
+//! between (the fixes do not reach the failure), and in 3 requests of a session (a refused
+//! action retried each time the user says "try again") -> steer once each.
 
 use crate::engine::canon::hash64;
 use crate::engine::emit::{Cx, Finding};
@@ -60,30 +61,52 @@ impl ErrorRepeat {
     }
 }
 
-/// Identical failing calls remembered per session (bounded; the oldest go first).
-const SESSION_KEEP: usize = 32;
+/// Identical failing calls remembered per session or request (bounded; oldest go first).
+const KEEP: usize = 32;
 
-/// One failing call of a session.
+/// One failing call.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Failure {
     /// Hash of the call's signature and its error.
     key: u64,
-    /// Requests in which it failed, and the last of them.
-    requests: u32,
-    last_request: u32,
+    /// Occasions (requests, or calls) on which it failed, and the last of them.
+    #[serde(alias = "requests")]
+    count: u32,
+    #[serde(alias = "last_request")]
+    last: u32,
     reported: bool,
 }
 
-/// Identical failing calls across the requests of a session (counted once per request:
-/// inside one request the window rules judge them).
+/// Where identical failures are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Across the requests of a session, once per request: "try again" -> the same refusal.
+    Session,
+    /// Within a request, every time, changes in between or not: the fixes do not reach it.
+    Request,
+}
+
+/// The same call failing with the same error, counted once per occasion (a request for
+/// the session scope, a call for the request scope).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct SessionErrors {
+pub struct SameFailures {
     seen: std::collections::VecDeque<Failure>,
 }
 
-impl SessionErrors {
-    /// The call `sig` of `tool` failed with `error` (normalized) in request `request`.
-    pub fn on_failure(&mut self, sig: u64, tool: &str, error: &str, request: u32, cx: &mut Cx) {
+impl SameFailures {
+    /// The call `sig` of `tool` failed with `error` (normalized) on `occasion`. `said`: a
+    /// verdict about this failure was already given (counted, not said twice).
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_failure(
+        &mut self,
+        sig: u64,
+        tool: &str,
+        error: &str,
+        occasion: u32,
+        scope: Scope,
+        said: bool,
+        cx: &mut Cx,
+    ) {
         let mut key = sig.to_le_bytes().to_vec();
         key.extend_from_slice(error.as_bytes());
         let key = hash64(&key);
@@ -94,31 +117,47 @@ impl SessionErrors {
                     key,
                     ..Default::default()
                 });
-                if self.seen.len() > SESSION_KEEP {
+                if self.seen.len() > KEEP {
                     self.seen.pop_front();
                 }
                 self.seen.back_mut().expect("pushed")
             }
         };
-        if entry.requests > 0 && entry.last_request == request {
+        if entry.count > 0 && entry.last == occasion {
             return;
         }
-        entry.requests += 1;
-        entry.last_request = request;
-        if entry.requests as usize >= cx.policy.tool.session_error_repeat && !entry.reported {
-            entry.reported = true;
-            let msg = format!(
+        entry.count += 1;
+        entry.last = occasion;
+        let (need, label) = match scope {
+            Scope::Session => (cx.policy.tool.session_error_repeat, "session"),
+            Scope::Request => (cx.policy.tool.error_repeat, "request"),
+        };
+        if (entry.count as usize) < need || entry.reported {
+            return;
+        }
+        entry.reported = true;
+        if said {
+            return;
+        }
+        let msg = match scope {
+            Scope::Session => format!(
                 "`{tool}` was called the same way and failed with the same error in {} requests of \
                  this conversation. It will fail again: do not retry it; tell the user what blocks \
                  it and what they can do instead.",
-                entry.requests
-            );
-            cx.emit(Finding::new(
-                Rule::ErrorRepeat,
-                Action::Steer,
-                msg,
-                json!({"tool": tool, "count": entry.requests, "error": clip(error, 200), "scope": "session"}),
-            ));
-        }
+                entry.count
+            ),
+            Scope::Request => format!(
+                "`{tool}` was run the same way {} times in this request and failed with the same \
+                 error each time, whatever you changed in between: your changes do not reach this \
+                 failure. Re-read the error and find its real cause before changing more.",
+                entry.count
+            ),
+        };
+        cx.emit(Finding::new(
+            Rule::ErrorRepeat,
+            Action::Steer,
+            msg,
+            json!({"tool": tool, "count": entry.count, "error": clip(error, 200), "scope": label}),
+        ));
     }
 }

@@ -41,6 +41,9 @@ struct Pending {
     /// The call changes the world by its nature, and whether it restores a file.
     #[serde(default)]
     mutates: bool,
+    /// Position of the call in its request.
+    #[serde(default)]
+    at: u64,
     #[serde(default)]
     restores: bool,
 }
@@ -64,6 +67,8 @@ struct Request {
     #[serde(default)]
     reverts: revert_cycle::RevertCycle,
     errors: error_repeat::ErrorRepeat,
+    #[serde(default)]
+    failures: error_repeat::SameFailures,
     no_change: no_change::NoChange,
     no_progress: no_progress::NoProgress,
     discovery: discovery_only::DiscoveryOnly,
@@ -86,7 +91,7 @@ pub struct SessionState {
     #[serde(default)]
     requests: u32,
     #[serde(default)]
-    failures: error_repeat::SessionErrors,
+    failures: error_repeat::SameFailures,
     #[serde(default)]
     answers: answer_repeat::AnswerRepeat,
     request: Request,
@@ -210,7 +215,6 @@ impl SessionState {
                 }
             }
             Body::TurnEnd { turn_id } => {
-                self.request.text.compact();
                 let made_calls = self.turn.as_ref().is_some_and(|t| t.tool_calls > 0);
                 self.request.required.on_turn_end(made_calls, cx);
                 if let Some(open) = self
@@ -303,6 +307,7 @@ impl SessionState {
             named_discovery,
             mutates,
             restores,
+            at,
         });
         while req.pending.len() > MAX_PENDING_CALLS {
             req.pending.pop_front();
@@ -360,9 +365,15 @@ impl SessionState {
             let steered = req
                 .errors
                 .on_result(pending.sig, tool, normalized.as_deref(), cx);
-            if let Some(e) = normalized.as_deref().filter(|_| !steered) {
+            if let Some(e) = normalized.as_deref() {
+                use error_repeat::Scope;
+                let (sig, at) = (pending.sig, pending.at as u32);
+                let before = cx.out.len();
+                req.failures
+                    .on_failure(sig, tool, e, at, Scope::Request, steered, cx);
+                let said = steered || cx.out.len() > before;
                 self.failures
-                    .on_failure(pending.sig, tool, e, self.requests, cx);
+                    .on_failure(sig, tool, e, self.requests, Scope::Session, said, cx);
             }
             let req = &mut self.request;
             req.no_change
@@ -395,6 +406,12 @@ impl SessionState {
             req.discovery.on_round(req.non_discovery == 0, budget, cx);
         }
         req.budget.on_round_end(outcome);
+    }
+
+    /// Frees the text detectors' lookup tables (they are rebuilt from the kept text when more
+    /// text comes): the engine keeps them only for its most recently active text sessions.
+    pub fn compact_text(&mut self) {
+        self.request.text.compact();
     }
 
     /// Rebuilds derived lookup tables after the state was deserialized.

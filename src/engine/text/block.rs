@@ -72,11 +72,12 @@ impl BlockRepeat {
     /// Chars from the latest boundary inside the window ending at `pos` to its end.
     fn anchor_at(&self, pos: u64) -> u32 {
         let first = (pos + 1).saturating_sub(self.window as u64);
-        self.boundaries
-            .iter()
-            .rev()
-            .find(|&&b| b > first && b <= pos)
-            .map_or(0, |&b| (pos + 1 - b) as u32)
+        // `boundaries` is sorted: the latest one at or before `pos`, by binary search.
+        let i = self.boundaries.partition_point(|&b| b <= pos);
+        match i.checked_sub(1).map(|i| self.boundaries[i]) {
+            Some(b) if b > first => (pos + 1 - b) as u32,
+            _ => 0,
+        }
     }
 
     /// Feeds one normalized char.
