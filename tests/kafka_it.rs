@@ -303,3 +303,308 @@ async fn restart_resumes_from_committed_state_and_sigterm_commits_in_flight_work
     guard.wait().ok();
     assert_same(&got, &oracle(&events));
 }
+
+/// `n` letters that do not compress (the guard's producer compresses with lz4, and the
+/// broker checks the compressed batch against its limit).
+fn incompressible(n: usize, seed: u64) -> String {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (b'a' + (x % 26) as u8) as char
+        })
+        .collect()
+}
+
+/// A canary session (a doom loop: it gets verdicts) produced right behind a poison record.
+fn canary(id: &str, seed: u64) -> Vec<loopguard::engine::event::Event> {
+    loopguard::fleet::session(
+        loopguard::fleet::Scenario::DoomLoop,
+        id,
+        1_767_225_600_000,
+        100,
+        seed,
+    )
+}
+
+/// The most rewinds a guard logged for one partition at one offset.
+fn max_rewinds(log: &str) -> u32 {
+    log.lines()
+        .filter(|l| l.contains("rewinding partition"))
+        .filter_map(|l| l.split("rewinds=").nth(1)?.split(' ').next()?.parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Produces the largest record the broker takes on `partition` (one byte more is refused);
+/// returns its size.
+async fn produce_at_broker_limit(env: &Env, key: &[u8], partition: i32) -> usize {
+    // Kafka's default message.max.bytes (scripts/kafka.sh leaves it) less the batch and
+    // record framing: a first guess, then one byte at a time to the exact edge.
+    let mut n = 1_048_588 - 72 - key.len();
+    let fill = |n: usize| {
+        let mut v = b"{not json ".to_vec();
+        v.resize(n, b'x');
+        v
+    };
+    let mut refused = false;
+    for _ in 0..64 {
+        match env
+            .try_produce_record(Some(key), &fill(n + 1), partition)
+            .await
+        {
+            Ok(_) => panic!("{} bytes taken: guess higher", n + 1),
+            Err(_) => refused = true,
+        }
+        match env.try_produce_record(Some(key), &fill(n), partition).await {
+            Ok(_) => return n,
+            Err(_) => n -= 1,
+        }
+    }
+    panic!("no size at the broker's limit found (refused: {refused})");
+}
+
+/// The issue's poison records, each followed on the same partition by a canary session:
+/// a 600 KB event whose `v` is a 600,000-char string (serde quotes it in its error), a
+/// 400 KB key on a valid 450 KB event of another session, a record of exactly the broker's
+/// limit, and a keyless third identical call. Each is dead-lettered, every part bounded;
+/// every canary gets its verdicts; the partition never rewinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_records_are_dead_lettered_and_the_canary_behind_each_gets_its_verdicts() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "poison");
+    env.create_topics().await;
+    let p = 1;
+    let v = format!(
+        r#"{{"v":"{}","event_id":"e1","session_id":"s-poison","ts":5,"type":"compaction"}}"#,
+        incompressible(600_000, 1)
+    );
+    let at_v = env.produce_record(Some(b"s-poison"), v.as_bytes(), p).await;
+    let c1 = canary("canary-1", 1);
+    env.produce_to(&c1, p).await;
+    let big_key = incompressible(400_000, 2);
+    let other = format!(
+        r#"{{"v":1,"event_id":"e1","session_id":"s-other","ts":5,"type":"user_message","text":"{}"}}"#,
+        incompressible(450_000, 3)
+    );
+    let at_key = env
+        .produce_record(Some(big_key.as_bytes()), other.as_bytes(), p)
+        .await;
+    let c2 = canary("canary-2", 2);
+    env.produce_to(&c2, p).await;
+    let exact = produce_at_broker_limit(&env, b"s-exact", p).await;
+    let c3 = canary("canary-3", 3);
+    env.produce_to(&c3, p).await;
+    // Two identical calls keyed, the third (which replay blocks) without a key.
+    let call = |i: u32| {
+        format!(
+            r#"{{"v":1,"event_id":"n{i}","session_id":"s-nokey","ts":{},"type":"tool_call","turn_id":"t{i}","call_id":"c{i}","tool":"read_file","args":{{"path":"a.txt"}}}}"#,
+            1_767_225_600_000u64 + u64::from(i) * 1000
+        )
+    };
+    let calls: Vec<_> = (1..=3)
+        .map(|i| loopguard::engine::event::Event::decode(call(i).as_bytes()).unwrap())
+        .collect();
+    assert!(
+        !oracle(&calls).is_empty(),
+        "the third call is blocked when judged"
+    );
+    assert!(oracle(&calls[..2]).is_empty());
+    env.produce_to(&calls[..2], p).await;
+    let at_nokey = env.produce_record(None, call(3).as_bytes(), p).await;
+    let c4 = canary("canary-4", 4);
+    env.produce_to(&c4, p).await;
+
+    let cfg = env.config("");
+    let mut guard = env.spawn_guard(&cfg, "a");
+    assert!(
+        env.wait_committed(Duration::from_secs(120)),
+        "partition stalled"
+    );
+    let dlq = env.read_all(&env.topic("dlq"));
+    let got = env.verdicts();
+    guard.kill().ok();
+    guard.wait().ok();
+    let log = env.log_of("a");
+
+    let by_offset: std::collections::BTreeMap<i64, &Record> = dlq
+        .iter()
+        .map(|r| (r.3["loopguard-source-offset"].parse().unwrap(), r))
+        .collect();
+    assert_eq!(by_offset.len(), 4, "{:?}", by_offset.keys());
+    for r in &dlq {
+        assert_eq!(r.3["loopguard-source-partition"], p.to_string());
+        assert!(
+            r.3["loopguard-error"].len() <= 512,
+            "{}",
+            r.3["loopguard-error"].len()
+        );
+        let size = r.1.as_ref().map_or(0, Vec::len)
+            + r.2.as_ref().map_or(0, Vec::len)
+            + r.3.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        assert!(size < 1_000_000, "{size}");
+    }
+    let v_letter = by_offset[&at_v];
+    assert_eq!(v_letter.3["loopguard-error-reason"], "wrong_type");
+    assert_eq!(
+        v_letter.2.as_deref(),
+        Some(v.as_bytes()),
+        "payload kept whole"
+    );
+    let key_letter = by_offset[&at_key];
+    assert_eq!(key_letter.3["loopguard-error-reason"], "key_mismatch");
+    assert_eq!(key_letter.3["loopguard-key-truncated"], "400000");
+    assert_eq!(key_letter.1.as_ref().map(Vec::len), Some(1024));
+    assert_eq!(key_letter.2.as_deref(), Some(other.as_bytes()));
+    let exact_letter = by_offset
+        .values()
+        .find(|r| r.1.as_deref() == Some(b"s-exact".as_slice()))
+        .unwrap();
+    assert_eq!(exact_letter.3["loopguard-error-reason"], "invalid_json");
+    assert_eq!(
+        exact_letter.3["loopguard-payload-truncated"],
+        exact.to_string()
+    );
+    assert_eq!(exact_letter.2.as_ref().map(Vec::len), Some(64 * 1024));
+    let nokey = by_offset[&at_nokey];
+    assert_eq!(nokey.3["loopguard-error-reason"], "missing_key");
+    assert_eq!(nokey.2.as_deref(), Some(call(3).as_bytes()));
+
+    let judged: Vec<_> = [c1, c2, c3, calls[..2].to_vec(), c4].concat();
+    let want = oracle(&judged);
+    for c in ["canary-1", "canary-2", "canary-3", "canary-4"] {
+        assert!(want.iter().any(|v| v.session_id == c), "{c} has verdicts");
+    }
+    assert_same(&got, &want);
+    assert_eq!(max_rewinds(&log), 0, "{}", env.guard_log_summary());
+    assert!(
+        !log.contains("processing failed"),
+        "{}",
+        env.guard_log_summary()
+    );
+}
+
+/// A dead letter the broker refuses though the guard took it to fit (the dead-letter
+/// topic's limit is below the configured one): the batch fails, the record is retried
+/// alone, and after `max_record_retries` failures it is dead-lettered minimally and the
+/// partition moves on; the canary behind it gets its verdicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partition_moves_on() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "giveup");
+    env.create_topics_with_dlq(&[("max.message.bytes", "100000")])
+        .await;
+    let p = 2;
+    let before = canary("canary-0", 5);
+    env.produce_to(&before, p).await;
+    let v = format!(
+        r#"{{"v":"{}","event_id":"e1","session_id":"s-poison","ts":5,"type":"compaction"}}"#,
+        incompressible(600_000, 7)
+    );
+    let at = env.produce_record(Some(b"s-poison"), v.as_bytes(), p).await;
+    let after = canary("canary-1", 6);
+    env.produce_to(&after, p).await;
+    // dlq_max_bytes above the topic's limit: the guard cannot know, the broker refuses.
+    let cfg = env.config("max_record_retries = 3");
+    let mut guard = env.spawn_guard(&cfg, "a");
+    assert!(
+        env.wait_committed(Duration::from_secs(120)),
+        "partition stalled"
+    );
+    let dlq = env.read_all(&env.topic("dlq"));
+    let got = env.verdicts();
+    guard.kill().ok();
+    guard.wait().ok();
+    let log = env.log_of("a");
+    assert_eq!(dlq.len(), 1, "{dlq:?}");
+    let (_, key, payload, h) = &dlq[0];
+    assert_eq!(h["loopguard-error-reason"], "retry_limit");
+    assert_eq!(h["loopguard-source-offset"], at.to_string());
+    assert_eq!(h["loopguard-source-partition"], p.to_string());
+    assert_eq!(h["loopguard-source-topic"], env.topic("events"));
+    assert!(payload.as_ref().is_none_or(Vec::is_empty), "no payload");
+    assert!(key.as_ref().is_none_or(Vec::is_empty), "no key");
+    assert_same(&got, &oracle(&[before, after].concat()));
+    let rewinds = max_rewinds(&log);
+    assert!(
+        (1..=3).contains(&rewinds),
+        "rewinds {rewinds}\n{}",
+        env.guard_log_summary()
+    );
+    assert!(log.contains("giving it up"), "{}", env.guard_log_summary());
+}
+
+/// A hand-over with nothing to re-run: 24 partitions checkpointed by a clean shutdown,
+/// restored by the next instance. Prints the restore time (docs/benchmarks.md): the
+/// partitions of one assignment are read together, 30-500 ms here where reading them one
+/// after another took 12 s. The bound leaves room for a loaded test machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_of_24_partitions_with_nothing_to_re_run_restores_together_and_fast() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::with_partitions(b, "restore24", 24);
+    env.create_topics().await;
+    env.wait_for_leaders();
+    let events = fleet(96, "r24-");
+    env.produce(&events, Duration::ZERO);
+    let cfg = env.config("");
+    let mut a = env.spawn_guard(&cfg, "a");
+    assert!(env.wait_committed(Duration::from_secs(120)));
+    let pid = a.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert!(a.wait().unwrap().success());
+    let mut b = env.spawn_guard(&cfg, "b");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let restored = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("partition restored"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    while restored(&env.log_of("b")).len() < 24 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    b.kill().ok();
+    b.wait().ok();
+    let lines = restored(&env.log_of("b"));
+    assert_eq!(lines.len(), 24, "{}", env.restores());
+    // Each line: when it was logged, and how long its partition's restore took; the span
+    // runs from the earliest start to the last line.
+    let field = |l: &str, f: &str| -> i64 {
+        l.split(&format!("{f}="))
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let at = |l: &str| {
+        chrono::DateTime::parse_from_rfc3339(l.split_whitespace().next().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    let start = lines.iter().map(|l| at(l) - field(l, "ms")).min().unwrap();
+    let end = lines.iter().map(|l| at(l)).max().unwrap();
+    let replayed: i64 = lines.iter().map(|l| field(l, "replayed")).sum();
+    assert_eq!(
+        replayed,
+        0,
+        "nothing to re-run after a clean shutdown:\n{}",
+        env.log_of("b")
+    );
+    let span = end - start;
+    eprintln!("restore of 24 partitions, nothing to re-run: {span} ms");
+    if std::env::var_os("LOOPGUARD_TEST_BIN").is_none() {
+        assert!(span < 2000, "{span} ms\n{}", env.restores());
+    }
+}

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use thiserror::Error;
 
 const DEFAULTS: &str = include_str!("default.toml");
@@ -45,6 +45,12 @@ pub struct KafkaConfig {
     pub queue_max_messages: NonZeroUsize,
     pub queue_max_kbytes: NonZeroUsize,
     pub embedded_partitions: NonZeroUsize,
+    /// Largest dead letter written (the dead-letter topic's `max.message.bytes`); never
+    /// more than the producer's `message.max.bytes`.
+    pub dlq_max_bytes: usize,
+    /// Times the guard rewinds to one record and retries it before giving it up
+    /// (dead-lettered minimally and passed).
+    pub max_record_retries: NonZeroU32,
     #[serde(default)]
     pub properties: BTreeMap<String, Value>,
 }
@@ -114,6 +120,16 @@ impl Config {
                 )
             })
             .collect()
+    }
+
+    /// The largest record the guard writes to the dead-letter topic.
+    pub fn dlq_limit(&self) -> usize {
+        let producer = self
+            .kafka_properties()
+            .into_iter()
+            .find(|(k, _)| k == "message.max.bytes")
+            .and_then(|(_, v)| v.trim().parse().ok());
+        crate::service::dlq::limit(self.kafka.dlq_max_bytes, producer)
     }
 }
 
@@ -270,6 +286,10 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
         }
         if k.group_id.is_empty() {
             problems.push("[kafka]: group_id must not be empty".into());
+        }
+        let min = crate::service::dlq::MIN_LIMIT;
+        if k.dlq_max_bytes < min {
+            problems.push(format!("[kafka]: dlq_max_bytes must be >= {min}"));
         }
     }
     if let Some(e) = &engine {

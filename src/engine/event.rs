@@ -33,17 +33,20 @@ pub enum DecodeError {
     InvalidField { field: &'static str, why: String },
     #[error("session id `{key}` differs from the Kafka key")]
     KeyMismatch { key: String },
+    #[error("the record has no Kafka key (it must be the session id)")]
+    MissingKey,
 }
 
 impl DecodeError {
     /// Every `reason()` value, plus `empty_payload` for a record with no value.
-    pub const REASONS: [&'static str; 7] = [
+    pub const REASONS: [&'static str; 8] = [
         "invalid_json",
         "wrong_type",
         "unsupported_version",
         "missing_field",
         "invalid_field",
         "key_mismatch",
+        "missing_key",
         "empty_payload",
     ];
 
@@ -55,6 +58,7 @@ impl DecodeError {
             DecodeError::MissingField { .. } => "missing_field",
             DecodeError::InvalidField { .. } => "invalid_field",
             DecodeError::KeyMismatch { .. } => "key_mismatch",
+            DecodeError::MissingKey => "missing_key",
         }
     }
 }
@@ -259,22 +263,30 @@ impl Event {
         // One UTF-8 check of the whole record, instead of one per JSON string.
         let text =
             std::str::from_utf8(bytes).map_err(|e| DecodeError::Json(format!("not UTF-8: {e}")))?;
-        let wire: WireEvent = serde_json::from_str(text).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => DecodeError::WrongType(e.to_string()),
-            _ => DecodeError::Json(e.to_string()),
+        let wire: WireEvent = serde_json::from_str(text).map_err(|e| {
+            let quoted = quote(&e.to_string());
+            match e.classify() {
+                serde_json::error::Category::Data => DecodeError::WrongType(quoted),
+                // serde reports a number or bool where a string enum (`status`, `effect`)
+                // belongs as a syntax error; the text is valid JSON all the same.
+                _ if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+                    DecodeError::WrongType(quoted)
+                }
+                _ => DecodeError::Json(quoted),
+            }
         })?;
         Event::from_wire(wire)
     }
 
-    /// Decodes and checks that the event belongs to the Kafka key it was published under.
+    /// Decodes and checks that the event belongs to the Kafka key it was published under;
+    /// a record without a key is an error (`missing_key`), never judged.
     pub fn decode_keyed(bytes: &[u8], key: Option<&[u8]>) -> Result<Event, DecodeError> {
+        let key = key.ok_or(DecodeError::MissingKey)?;
         let event = Event::decode(bytes)?;
-        if let Some(key) = key {
-            if key != event.meta.session_id.as_bytes() {
-                return Err(DecodeError::KeyMismatch {
-                    key: String::from_utf8_lossy(key).into_owned(),
-                });
-            }
+        if key != event.meta.session_id.as_bytes() {
+            return Err(DecodeError::KeyMismatch {
+                key: quote(&String::from_utf8_lossy(key)),
+            });
         }
         Ok(event)
     }
@@ -497,6 +509,31 @@ fn request_limits(w: Option<WireLimits>) -> Result<RequestLimits, DecodeError> {
         }
     };
     Ok(RequestLimits { max_tool_rounds })
+}
+
+/// Longest error text: serde's messages quote the offending input, which can be as long
+/// as the record; a longer text keeps its head and its tail (where the position is).
+pub const MAX_DECODE_ERROR_BYTES: usize = 320;
+
+/// `text` cut to `MAX_DECODE_ERROR_BYTES` (on char boundaries), the middle elided.
+pub fn quote(text: &str) -> String {
+    if text.len() <= MAX_DECODE_ERROR_BYTES {
+        return text.to_string();
+    }
+    let mut head = 224;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - 64;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}…({} bytes)…{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
 }
 
 fn check_max(field: &'static str, s: Option<&str>, max: usize) -> Result<(), DecodeError> {

@@ -18,6 +18,8 @@ use std::sync::Arc;
 pub enum PartitionStatus {
     Restoring,
     Active,
+    /// Rewound repeatedly to the same offset (a failing batch); unready until it commits.
+    Stuck,
 }
 
 /// State shared between the consumer thread and the admin side.
@@ -74,16 +76,14 @@ async fn readyz(State(s): State<Arc<Shared>>) -> Response {
     if s.is_ready() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
-        let restoring = s
-            .partitions
-            .iter()
-            .filter(|p| *p.value() == PartitionStatus::Restoring)
-            .count();
+        let count = |status| s.partitions.iter().filter(|p| *p.value() == status).count();
         (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "not ready: joined={}, restoring partitions={restoring}\n",
-                s.joined.load(Ordering::Acquire)
+                "not ready: joined={}, restoring partitions={}, stuck partitions={}\n",
+                s.joined.load(Ordering::Acquire),
+                count(PartitionStatus::Restoring),
+                count(PartitionStatus::Stuck),
             ),
         )
             .into_response()
@@ -180,6 +180,25 @@ mod tests {
         let (_, body) = get(router(s), "/metrics", None).await;
         assert!(body.contains("loopguard_ready 1"), "{body}");
         assert!(body.contains("loopguard_build_info"));
+    }
+
+    #[tokio::test]
+    async fn a_stuck_partition_makes_the_instance_unready() {
+        let s = shared("");
+        s.joined.store(true, Ordering::Release);
+        s.partitions.insert(0, PartitionStatus::Active);
+        s.partitions.insert(1, PartitionStatus::Stuck);
+        let (status, body) = get(router(s.clone()), "/readyz", None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("stuck partitions=1"), "{body}");
+        let (_, body) = get(router(s.clone()), "/metrics", None).await;
+        assert!(body.contains("loopguard_ready 0"), "{body}");
+        assert!(
+            body.contains("loopguard_records_given_up_total 0"),
+            "{body}"
+        );
+        s.partitions.insert(1, PartitionStatus::Active);
+        assert_eq!(get(router(s), "/readyz", None).await.0, StatusCode::OK);
     }
 
     #[tokio::test]

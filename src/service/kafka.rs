@@ -91,7 +91,19 @@ pub fn state_reader_config(cfg: &Config) -> ClientConfig {
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
+        // A restore waits for each partition's end: the broker's default 500 ms wait
+        // for more data was most of a restore's time.
+        .set("fetch.wait.max.ms", "10")
+        .set("fetch.error.backoff.ms", "10")
         .set("auto.offset.reset", "earliest");
+    c
+}
+
+/// The state reader's probe for high watermarks: read_uncommitted, so it is told the end
+/// of the log, not the last stable offset.
+pub fn state_probe_config(cfg: &Config) -> ClientConfig {
+    let mut c = state_reader_config(cfg);
+    c.set("isolation.level", "read_uncommitted");
     c
 }
 

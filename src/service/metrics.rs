@@ -29,6 +29,7 @@ pub struct Metrics {
     pub state_restore: Histogram,
     pub replayed_events: IntCounter,
     pub state_too_large: IntCounter,
+    pub records_given_up: IntCounter,
     pub events_ahead_of_clock: IntCounter,
     pub transactions: IntCounterVec,
     pub ready: IntGauge,
@@ -155,6 +156,11 @@ impl Metrics {
                 r.register(Box::new(c.clone()))?;
                 c
             },
+            records_given_up: {
+                let c = IntCounter::new("loopguard_records_given_up_total", "Records given up after max_record_retries failed retries at their offset: written to the dead-letter topic minimally (reason retry_limit) and passed.")?;
+                r.register(Box::new(c.clone()))?;
+                c
+            },
             transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
             ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
             registry,
@@ -168,6 +174,7 @@ impl Metrics {
             m.events_malformed.with_label_values(&[reason]);
             m.dead_letter.with_label_values(&[reason]);
         }
+        m.dead_letter.with_label_values(&["retry_limit"]);
         for rule in Rule::ALL {
             for action in crate::engine::verdict::Action::ALL {
                 m.verdicts

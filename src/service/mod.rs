@@ -3,11 +3,13 @@
 //! commit in-flight work -> exit.
 
 pub mod admin;
+pub mod dlq;
 pub mod embedded;
 pub mod kafka;
 pub mod metrics;
 pub mod partition;
 pub mod rebalance;
+pub mod retry;
 pub mod state;
 pub mod txn;
 pub mod worker;
@@ -42,6 +44,7 @@ pub fn run_consumer(
     let producer = txn::TxnProducer::new(cfg.clone(), &instance)?;
     let reader = state::StateReader::new(
         kafka::state_reader_config(&cfg).create_with_context(state::QuietEof)?,
+        kafka::state_probe_config(&cfg).create_with_context(state::QuietEof)?,
     );
     let worker = Worker::new(cfg.clone(), shared.clone(), producer, reader);
     let context = GuardContext::new(worker, shared.clone(), cfg.kafka.events_topic.clone());

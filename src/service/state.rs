@@ -2,22 +2,26 @@
 //! (read_committed) into a fresh engine, then re-running the events between the checkpoint
 //! and the committed offset, before the partition's first new event is processed.
 
-use crate::engine::event::Event;
 use crate::engine::{Clock, Engine};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// The group-less consumer used for restores.
+/// The group-less consumers used for restores: `consumer` reads (read_committed), `probe`
+/// asks for high watermarks (read_uncommitted: a read_committed client is told the last
+/// stable offset instead, which stops short of a transaction whose markers are not written
+/// yet, the previous owner's last one included).
 pub struct StateReader {
     consumer: BaseConsumer<QuietEof>,
+    probe: BaseConsumer<QuietEof>,
 }
 
 impl StateReader {
-    pub fn new(consumer: BaseConsumer<QuietEof>) -> Self {
-        StateReader { consumer }
+    pub fn new(consumer: BaseConsumer<QuietEof>, probe: BaseConsumer<QuietEof>) -> Self {
+        StateReader { consumer, probe }
     }
 }
 
@@ -26,7 +30,9 @@ pub struct QuietEof;
 
 impl rdkafka::ClientContext for QuietEof {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        let eof = matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF);
+        if !eof {
             tracing::error!(error = %error, reason, "state reader");
         }
     }
@@ -62,50 +68,67 @@ pub enum RestoredAt {
 /// Longest a restore may take before the instance gives up (and is restarted).
 const RESTORE_LIMIT: Duration = Duration::from_secs(600);
 
-/// Reads `partition` of `topic` from `from` until the position reaches `until` (exclusive),
-/// handing each record to `each`. With read_committed, waiting for the position (not for
-/// the first partition end, which is the last stable offset) means every transaction
-/// started before `until` was taken is decided, committed or aborted.
-fn read_range(
+/// Reads each listed partition of `topic` from its `from` until its position reaches its
+/// `until` (exclusive), all partitions in one pass, handing each record to `each`. With
+/// read_committed, waiting for the position (not for the first partition end, which is the
+/// last stable offset) means every transaction started before `until` was taken is
+/// decided, committed or aborted.
+fn read_ranges(
     reader: &StateReader,
     topic: &str,
-    partition: i32,
-    from: Offset,
-    until: i64,
+    ranges: &BTreeMap<i32, (Offset, i64)>,
     mut each: impl FnMut(&BorrowedMessage<'_>),
 ) -> Result<(), KafkaError> {
+    let mut open: BTreeMap<i32, i64> = ranges.iter().map(|(&p, &(_, until))| (p, until)).collect();
+    if open.is_empty() {
+        return Ok(());
+    }
     let c = &reader.consumer;
+    // The topic's leaders in the reader's own metadata cache before the assignment: a
+    // partition with no known leader waits for librdkafka's next metadata refresh.
+    c.fetch_metadata(Some(topic), Duration::from_secs(10))?;
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, from)?;
+    for (&p, &(from, _)) in ranges {
+        tpl.add_partition_offset(topic, p, from)?;
+    }
     c.assign(&tpl)?;
     let started = Instant::now();
     let result = loop {
+        if open.is_empty() {
+            break Ok(());
+        }
         if started.elapsed() > RESTORE_LIMIT {
             break Err(KafkaError::Global(
                 rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
             ));
         }
-        match c.poll(Duration::from_millis(200)) {
-            // A record fetched for an earlier assignment of this reader is not ours.
-            Some(Ok(m)) if m.topic() != topic || m.partition() != partition => {}
-            Some(Ok(m)) if m.offset() >= until => break Ok(()),
+        // Short polls: partition ends reach the client context, not this loop, so the
+        // positions are looked at whenever a poll comes back empty.
+        match c.poll(Duration::from_millis(10)) {
+            Some(Ok(m)) if m.topic() != topic => {}
             Some(Ok(m)) => {
-                each(&m);
+                // A record of a partition already done (or of an earlier assignment of
+                // this reader) is not ours.
+                let Some(&until) = open.get(&m.partition()) else {
+                    continue;
+                };
+                if m.offset() < until {
+                    each(&m);
+                }
                 if m.offset() + 1 >= until {
-                    break Ok(());
+                    open.remove(&m.partition());
                 }
             }
             Some(Err(KafkaError::PartitionEOF(_))) | None => {
-                let position = c
-                    .position()?
-                    .elements()
-                    .first()
-                    .and_then(|e| match e.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    });
-                if position.is_some_and(|p| p >= until) {
-                    break Ok(());
+                // Transaction markers take offsets no record is delivered for.
+                for e in c.position()?.elements() {
+                    if let (Offset::Offset(o), Some(&until)) =
+                        (e.offset(), open.get(&e.partition()))
+                    {
+                        if e.topic() == topic && o >= until {
+                            open.remove(&e.partition());
+                        }
+                    }
                 }
             }
             Some(Err(e)) => break Err(e),
@@ -115,28 +138,35 @@ fn read_range(
     result
 }
 
-/// Restores every session of `partition`'s last checkpoint into `engine`; returns it with
-/// where the checkpoint stands.
-pub fn restore_partition(
+/// Restores the last checkpoint of each partition of `engines` from the state topic, all
+/// in one read; returns the engines with where each checkpoint stands.
+pub fn restore_partitions(
     reader: &StateReader,
     topic: &str,
-    partition: i32,
-    mut engine: Engine,
-) -> Result<(Engine, RestoredAt), KafkaError> {
-    let (low, high) =
-        reader
-            .consumer
-            .fetch_watermarks(topic, partition, Duration::from_secs(10))?;
-    if high <= low {
-        return Ok((engine, RestoredAt::Fresh));
+    engines: BTreeMap<i32, Engine>,
+) -> Result<BTreeMap<i32, (Engine, RestoredAt)>, KafkaError> {
+    let mut ranges = BTreeMap::new();
+    for &p in engines.keys() {
+        let (low, high) = reader
+            .probe
+            .fetch_watermarks(topic, p, Duration::from_secs(10))?;
+        // Up to the high watermark taken now: the previous owner's last transaction may be
+        // committed without its markers written yet.
+        if high > low {
+            // From the low watermark as known: no offset lookup before the first fetch.
+            ranges.insert(p, (Offset::Offset(low), high));
+        }
     }
-    let mut checkpoint: Option<Checkpoint> = None;
-    // Up to the high watermark taken now: the previous owner's last transaction may be
-    // committed without its markers written yet.
-    read_range(reader, topic, partition, Offset::Beginning, high, |m| {
+    let mut engines = engines;
+    let mut checkpoints: BTreeMap<i32, Checkpoint> = BTreeMap::new();
+    read_ranges(reader, topic, &ranges, |m| {
+        let p = m.partition();
+        let Some(engine) = engines.get_mut(&p) else {
+            return;
+        };
         if m.key() == Some(CLOCK_KEY) {
             if let Some(c) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
-                checkpoint = Some(c);
+                checkpoints.insert(p, c);
             }
             return;
         }
@@ -152,36 +182,108 @@ pub fn restore_partition(
             None => engine.forget(&key),
         }
     })?;
-    let at = match checkpoint {
-        None => RestoredAt::Fresh,
-        Some(Checkpoint { clock, offset }) => {
-            engine.restore_clock(clock);
-            offset.map_or(RestoredAt::Current, RestoredAt::Offset)
-        }
-    };
-    Ok((engine, at))
+    Ok(engines
+        .into_iter()
+        .map(|(p, mut engine)| {
+            let at = match checkpoints.get(&p) {
+                None => RestoredAt::Fresh,
+                Some(&Checkpoint { clock, offset }) => {
+                    engine.restore_clock(clock);
+                    offset.map_or(RestoredAt::Current, RestoredAt::Offset)
+                }
+            };
+            (p, (engine, at))
+        })
+        .collect())
 }
 
-/// Re-runs the events of `partition` from `from` up to `until` (exclusive) through
-/// `engine` and drops the verdicts: they were committed with those offsets. The engine is
-/// deterministic, so this rebuilds exactly the state its predecessor had at `until`.
-/// Undecodable events are skipped as the predecessor skipped them (to the dead letters).
-/// Returns how many events were re-run.
+/// One partition of an assignment, restored: its engine, the group's committed offset,
+/// where its checkpoint stood and how many events were re-run after it.
+pub struct Restored {
+    pub engine: Engine,
+    pub committed: Option<i64>,
+    pub at: RestoredAt,
+    pub replayed: u64,
+}
+
+/// Restores the partitions of one assignment together: their last checkpoints from the
+/// state topic in one read, then the events from each checkpoint to the committed offset
+/// re-run through the engine in one read (their verdicts were committed by the previous
+/// owner). `engine` makes a fresh engine; `eos` says checkpoints and offsets commit together.
+pub fn restore_assignment(
+    reader: &StateReader,
+    state_topic: &str,
+    events_topic: &str,
+    committed: &BTreeMap<i32, Option<i64>>,
+    engine: impl Fn() -> Engine,
+    eos: bool,
+) -> Result<BTreeMap<i32, Restored>, KafkaError> {
+    let fresh = committed.keys().map(|&p| (p, engine())).collect();
+    let restored = restore_partitions(reader, state_topic, fresh)?;
+    let (mut engines, mut ranges, mut checkpoints) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    for (p, (mut engine, at)) in restored {
+        engine.take_changes();
+        let committed = committed.get(&p).copied().flatten();
+        if let (RestoredAt::Offset(c), Some(o), true) = (at, committed, eos) {
+            if c > o {
+                // Exactly-once commits a checkpoint with its offset; this would be a bug.
+                tracing::error!(
+                    partition = p,
+                    checkpoint = c,
+                    committed = o,
+                    "checkpoint ahead of the committed offset"
+                );
+            }
+        }
+        let from = match (at, committed) {
+            (RestoredAt::Offset(c), Some(o)) if o > c => Some(Offset::Offset(c)),
+            (RestoredAt::Fresh, Some(o)) if o > 0 => Some(Offset::Beginning),
+            _ => None,
+        };
+        if let (Some(from), Some(until)) = (from, committed) {
+            ranges.insert(p, (from, until));
+        }
+        checkpoints.insert(p, at);
+        engines.insert(p, engine);
+    }
+    let replayed = replay_events(reader, events_topic, &ranges, &mut engines)?;
+    Ok(engines
+        .into_iter()
+        .map(|(p, engine)| {
+            let restored = Restored {
+                engine,
+                committed: committed.get(&p).copied().flatten(),
+                at: checkpoints[&p],
+                replayed: replayed.get(&p).copied().unwrap_or(0),
+            };
+            (p, restored)
+        })
+        .collect())
+}
+
+/// Re-runs the events of each partition of `ranges` from its `from` up to its `until`
+/// (exclusive) through its engine, all partitions in one read, and drops the verdicts:
+/// they were committed with those offsets. The engine is deterministic, so this rebuilds
+/// exactly the state its predecessor had at `until`. Records the service does not judge
+/// (`dlq::read_event`) are skipped as the predecessor skipped them (to the dead letters).
+/// Returns how many events each partition re-ran.
 pub fn replay_events(
     reader: &StateReader,
     topic: &str,
-    partition: i32,
-    from: Offset,
-    until: i64,
-    engine: &mut Engine,
-) -> Result<u64, KafkaError> {
-    let mut replayed = 0u64;
+    ranges: &BTreeMap<i32, (Offset, i64)>,
+    engines: &mut BTreeMap<i32, Engine>,
+) -> Result<BTreeMap<i32, u64>, KafkaError> {
+    let mut replayed: BTreeMap<i32, u64> = ranges.keys().map(|&p| (p, 0)).collect();
     let mut scratch = Vec::new();
-    read_range(reader, topic, partition, from, until, |m| {
-        if let Some(Ok(event)) = m.payload().map(|p| Event::decode_keyed(p, m.key())) {
+    read_ranges(reader, topic, ranges, |m| {
+        let Some(engine) = engines.get_mut(&m.partition()) else {
+            return;
+        };
+        if let Ok(event) = super::dlq::read_event(m.key(), m.payload()) {
             engine.handle_event(event, &mut scratch);
             scratch.clear();
-            replayed += 1;
+            *replayed.entry(m.partition()).or_default() += 1;
         }
     })?;
     Ok(replayed)

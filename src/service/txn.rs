@@ -241,6 +241,13 @@ impl TxnProducer {
         self.replace()
     }
 
+    /// Ends the open transaction and starts afresh with a new producer (same transactional
+    /// id, new epoch, sequence numbers from zero).
+    pub fn renew(&mut self) -> Result<(), KafkaError> {
+        self.abort()?;
+        self.replace()
+    }
+
     /// Swaps in a new producer with the same transactional id.
     fn replace(&mut self) -> Result<(), KafkaError> {
         tracing::warn!(instance = %self.instance, "replacing the producer");
@@ -284,6 +291,29 @@ pub fn send(
             Err((e, _)) => return Err(e),
         }
     }
+}
+
+/// Sends one dead letter (headers as built by `dlq`; the partition chosen by its key).
+pub fn send_dead_letter(
+    producer: &GuardProducer,
+    topic: &str,
+    letter: &super::dlq::DeadLetter<'_>,
+) -> Result<(), KafkaError> {
+    let mut headers = OwnedHeaders::new_with_capacity(letter.headers.len());
+    for (key, value) in &letter.headers {
+        headers = headers.insert(rdkafka::message::Header {
+            key,
+            value: Some(value),
+        });
+    }
+    send(
+        producer,
+        topic,
+        -1,
+        letter.key.unwrap_or_default(),
+        letter.payload,
+        Some(headers),
+    )
 }
 
 fn create(cfg: &Config, instance: &str) -> KafkaResult<GuardProducer> {

@@ -3,15 +3,17 @@
 //! The rebalance callbacks that drive it are in `rebalance.rs`.
 
 use super::admin::{PartitionStatus, Shared};
+use super::dlq::{read_event, DeadLetter, Rejected, Source};
 use super::partition::{CheckpointPolicy, Part};
-use super::state::{replay_events, restore_partition, RestoredAt, StateReader};
-use super::txn::{classify, send, Class, TxnProducer};
+use super::retry::Retries;
+use super::state::{restore_assignment, Restored, RestoredAt, StateReader};
+use super::txn::{classify, send, send_dead_letter, Class, TxnProducer};
 use crate::config::{Config, Delivery};
-use crate::engine::event::{format_ts, Event, EVENT_TYPES};
+use crate::engine::event::{format_ts, EVENT_TYPES};
 use crate::engine::{Engine, EngineStats};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,6 +34,10 @@ pub struct Worker {
     /// A batch failed: the engines are ahead of the last commit. Nothing commits until the
     /// loop has rewound them (`rewind`).
     pub needs_rewind: bool,
+    /// Failed attempts per partition, records to process alone or to give up.
+    retries: Retries,
+    /// The largest dead letter written.
+    dlq_limit: usize,
 }
 
 impl Worker {
@@ -42,7 +48,6 @@ impl Worker {
         reader: StateReader,
     ) -> Self {
         Worker {
-            cfg,
             shared,
             producer,
             reader,
@@ -52,6 +57,9 @@ impl Worker {
             verdicts: Vec::new(),
             fatal: None,
             needs_rewind: false,
+            retries: Retries::new(cfg.kafka.max_record_retries.get()),
+            dlq_limit: cfg.dlq_limit(),
+            cfg,
         }
     }
 
@@ -103,52 +111,50 @@ impl Worker {
         }
     }
 
+    /// Loads gained partitions' sessions before any of their events, all partitions of the
+    /// assignment together (`state::restore_assignment`), and takes them into service.
     pub(super) fn restore_all(
         &mut self,
         committed: &BTreeMap<i32, Option<i64>>,
     ) -> Result<(), KafkaError> {
-        for (&p, &offset) in committed {
-            self.restore(p, offset)?;
+        if committed.is_empty() {
+            return Ok(());
         }
+        let started = Instant::now();
+        let (cfg, eos) = (&self.cfg, self.eos());
+        let restored = restore_assignment(
+            &self.reader,
+            &cfg.kafka.state_topic,
+            &cfg.kafka.events_topic,
+            committed,
+            || Engine::new(cfg.policy.clone(), cfg.engine.limits()).track_changes(),
+            eos,
+        )?;
+        let ms = started.elapsed().as_millis() as u64;
+        let replayed: u64 = restored.values().map(|r| r.replayed).sum();
+        for (p, r) in restored {
+            self.finish_restore(p, r, ms);
+        }
+        let took = started.elapsed().as_secs_f64();
+        self.shared.metrics.state_restore.observe(took);
+        self.update_session_gauge();
+        tracing::info!(
+            partitions = committed.len(),
+            replayed,
+            ms = started.elapsed().as_millis() as u64,
+            "assignment restored"
+        );
         Ok(())
     }
 
-    /// Loads a gained partition's sessions before any of its events: the last checkpoint
-    /// from the state topic, then the events from the checkpoint to the committed offset
-    /// re-run through the engine (their verdicts were committed by the previous owner).
-    fn restore(&mut self, partition: i32, committed: Option<i64>) -> Result<(), KafkaError> {
-        let started = Instant::now();
-        let engine = Engine::new(self.cfg.policy.clone(), self.cfg.engine.limits()).track_changes();
-        let (mut engine, at) =
-            restore_partition(&self.reader, &self.cfg.kafka.state_topic, partition, engine)?;
-        engine.take_changes();
-        if let (RestoredAt::Offset(c), Some(o), true) = (at, committed, self.eos()) {
-            if c > o {
-                // Exactly-once commits a checkpoint with its offset; this would be a bug.
-                tracing::error!(
-                    partition,
-                    checkpoint = c,
-                    committed = o,
-                    "checkpoint ahead of the committed offset"
-                );
-            }
-        }
-        let from = match (at, committed) {
-            (RestoredAt::Offset(c), Some(o)) if o > c => Some(Offset::Offset(c)),
-            (RestoredAt::Fresh, Some(o)) if o > 0 => Some(Offset::Beginning),
-            _ => None,
-        };
-        let replayed = match (from, committed) {
-            (Some(from), Some(until)) => replay_events(
-                &self.reader,
-                &self.cfg.kafka.events_topic,
-                partition,
-                from,
-                until,
-                &mut engine,
-            )?,
-            _ => 0,
-        };
+    /// Takes one restored partition into service.
+    fn finish_restore(&mut self, partition: i32, restored: Restored, ms: u64) {
+        let Restored {
+            engine,
+            committed,
+            at,
+            replayed,
+        } = restored;
         self.shared.metrics.replayed_events.inc_by(replayed);
         // Every session now held: restored from the checkpoint or created by the re-run.
         for id in engine.session_ids() {
@@ -156,6 +162,7 @@ impl Worker {
                 self.shared.sessions.insert(id, (partition, summary));
             }
         }
+        let sessions = engine.session_count();
         self.parts
             .insert(partition, Part::new(engine, committed, replayed as usize));
         let checkpoint = match at {
@@ -163,34 +170,32 @@ impl Worker {
             RestoredAt::Fresh => "none".into(),
             RestoredAt::Current => "current".into(),
         };
-        self.shared
-            .partitions
-            .insert(partition, PartitionStatus::Active);
+        let status = if self.retries.stuck(partition) {
+            PartitionStatus::Stuck
+        } else {
+            PartitionStatus::Active
+        };
+        self.shared.partitions.insert(partition, status);
         // The lag series exists from the assignment on; statistics update it every 5 s.
         self.shared
             .metrics
             .consumer_lag
             .with_label_values(&[&partition.to_string()])
             .set(0);
-        self.shared
-            .metrics
-            .state_restore
-            .observe(started.elapsed().as_secs_f64());
-        self.update_session_gauge();
         tracing::info!(
             partition,
-            sessions = self.parts[&partition].engine.session_count(),
+            sessions,
             checkpoint,
             committed = committed.unwrap_or(-1),
             replayed,
-            ms = started.elapsed().as_millis() as u64,
+            ms,
             "partition restored"
         );
-        Ok(())
     }
 
     pub(super) fn drop_partition(&mut self, partition: i32) {
         self.parts.remove(&partition);
+        self.retries.forget(partition);
         self.shared.partitions.remove(&partition);
         self.shared.sessions.retain(|_, (p, _)| *p != partition);
         self.update_session_gauge();
@@ -210,6 +215,8 @@ impl Worker {
     }
 
     /// Handles one consumed event: engine, then verdicts (or a dead letter) into the batch.
+    /// A record that failed before is processed alone, in its own transaction, and one
+    /// that failed `max_record_retries` times is given up (dead-lettered minimally).
     pub fn process<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
@@ -222,21 +229,69 @@ impl Worker {
             let committed = self.committed(consumer, &[partition])?;
             self.restore_all(&committed)?;
         }
+        if self.retries.isolated(partition, msg.offset()) {
+            // Commit what came before, so a failure from here on is this record's own.
+            self.commit(consumer)?;
+            self.retries.alone(partition, msg.offset());
+            if let Err(e) = self.process_record(msg) {
+                self.retries.failed(&e, []);
+                return Err(e);
+            }
+            return self.commit(consumer);
+        }
+        if let Err(e) = self.process_record(msg) {
+            let batch = self.batch_partitions();
+            self.retries
+                .failed(&e, batch.into_iter().chain([(partition, msg.offset())]));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Partitions with records in the open batch, each with the last offset it holds.
+    fn batch_partitions(&self) -> Vec<(i32, i64)> {
+        self.parts
+            .iter()
+            .filter_map(|(&p, part)| part.next_offset.map(|next| (p, next - 1)))
+            .collect()
+    }
+
+    fn process_record(&mut self, msg: &BorrowedMessage<'_>) -> Result<(), KafkaError> {
+        let partition = msg.partition();
         self.begin()?;
         let m = &self.shared.metrics;
-        let decoded = match msg.payload() {
-            None => Err((
-                "empty_payload".to_string(),
-                "event has no value".to_string(),
-            )),
-            Some(bytes) => Event::decode_keyed(bytes, msg.key())
-                .map_err(|e| (e.reason().to_string(), e.to_string())),
-        };
+        let given_up = self.retries.take_given_up(partition, msg.offset());
+        let decoded = read_event(msg.key(), msg.payload());
         match decoded {
-            Err((reason, detail)) => {
-                m.events_malformed.with_label_values(&[&reason]).inc();
-                m.dead_letter.with_label_values(&[&reason]).inc();
-                self.dead_letter(msg, &reason, &detail)?;
+            _ if given_up => {
+                m.dead_letter.with_label_values(&["retry_limit"]).inc();
+                let rejected = Rejected {
+                    reason: "retry_limit",
+                    detail: format!(
+                        "given up after {} failed retries; the record stays at its source offset",
+                        self.cfg.kafka.max_record_retries
+                    ),
+                };
+                tracing::error!(
+                    partition,
+                    offset = msg.offset(),
+                    "record given up after repeated failures: dead-lettered minimally"
+                );
+                self.send_dead_letter(&DeadLetter::minimal(source(msg), &rejected))?;
+                // Its sessions' state goes on as a restore's re-run will have it; its
+                // verdicts, if any, are not written.
+                if let (Ok(event), Some(part)) = (decoded, self.parts.get_mut(&partition)) {
+                    self.verdicts.clear();
+                    part.engine.handle_event(event, &mut self.verdicts);
+                    self.verdicts.clear();
+                }
+            }
+            Err(rejected) => {
+                m.events_malformed
+                    .with_label_values(&[rejected.reason])
+                    .inc();
+                m.dead_letter.with_label_values(&[rejected.reason]).inc();
+                self.dead_letter(msg, &rejected)?;
             }
             Ok(event) => {
                 let kind = event.body.kind();
@@ -283,65 +338,40 @@ impl Worker {
         Ok(())
     }
 
+    /// Writes `msg`'s dead letter, bounded to fit the topic; when the producer refuses it
+    /// anyway, a minimal one instead.
     fn dead_letter(
         &self,
         msg: &BorrowedMessage<'_>,
-        reason: &str,
-        detail: &str,
+        rejected: &Rejected,
     ) -> Result<(), KafkaError> {
-        let partition = msg.partition().to_string();
-        let offset = msg.offset().to_string();
-        let mut headers = OwnedHeaders::new();
-        if let Some(original) = msg.headers() {
-            for h in original.iter() {
-                headers = headers.insert(Header {
-                    key: h.key,
-                    value: h.value,
-                });
-            }
+        let headers: Vec<(&str, Option<&[u8]>)> = msg
+            .headers()
+            .map(|h| h.iter().map(|h| (h.key, h.value)).collect())
+            .unwrap_or_default();
+        let letter = DeadLetter::new(
+            source(msg),
+            msg.key(),
+            msg.payload(),
+            &headers,
+            rejected,
+            self.dlq_limit,
+        );
+        if let Err(e) = self.send_dead_letter(&letter) {
+            tracing::error!(
+                error = %e,
+                partition = msg.partition(),
+                offset = msg.offset(),
+                bytes = letter.size(),
+                "dead letter refused: writing a minimal one"
+            );
+            self.send_dead_letter(&DeadLetter::minimal_marked(source(msg), rejected))?;
         }
-        let headers = headers
-            .insert(Header {
-                key: "loopguard-error-reason",
-                value: Some(reason),
-            })
-            .insert(Header {
-                key: "loopguard-error",
-                value: Some(detail),
-            })
-            .insert(Header {
-                key: "loopguard-source-topic",
-                value: Some(msg.topic()),
-            })
-            .insert(Header {
-                key: "loopguard-source-partition",
-                value: Some(&partition),
-            })
-            .insert(Header {
-                key: "loopguard-source-offset",
-                value: Some(&offset),
-            });
-        let key = msg.key().unwrap_or_default();
-        // A record near the broker's size limit cannot be copied whole with our headers:
-        // keep its head and say so; the original stays at the source offset.
-        let mut payload = msg.payload();
-        let mut headers = headers;
-        if let Some(p) = payload.filter(|p| p.len() > DLQ_MAX_PAYLOAD) {
-            let original = p.len().to_string();
-            headers = headers.insert(Header {
-                key: "loopguard-payload-truncated",
-                value: Some(&original),
-            });
-            payload = Some(&p[..DLQ_TRUNCATED_PAYLOAD]);
-        }
-        send(
-            self.producer.producer(),
-            &self.cfg.kafka.dlq_topic,
-            -1,
-            key,
-            payload,
-            Some(headers),
-        )
+        Ok(())
+    }
+
+    fn send_dead_letter(&self, letter: &DeadLetter<'_>) -> Result<(), KafkaError> {
+        send_dead_letter(self.producer.producer(), &self.cfg.kafka.dlq_topic, letter)
     }
 
     /// True when the batch should be committed.
@@ -387,8 +417,24 @@ impl Worker {
         if self.batch_events == 0 && !self.producer.is_open() && !checkpoints {
             return Ok(());
         }
+        let batch = self.batch_partitions();
         let result = self.try_commit(consumer, force_checkpoint);
         let outcome = if result.is_ok() { "commit" } else { "abort" };
+        match &result {
+            Ok(()) => {
+                for (p, last) in batch {
+                    self.retries.progressed(p, last + 1);
+                    if let Some(mut status) = self.shared.partitions.get_mut(&p) {
+                        if *status == PartitionStatus::Stuck && !self.retries.stuck(p) {
+                            *status = PartitionStatus::Active;
+                            drop(status);
+                            self.shared.refresh_ready();
+                        }
+                    }
+                }
+            }
+            Err(e) => self.retries.failed(e, batch),
+        }
         self.shared
             .metrics
             .transactions
@@ -517,12 +563,36 @@ impl Worker {
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
         self.abort();
+        if self.retries.pending_strike() {
+            if let Err(e) = self.producer.renew() {
+                self.note_fenced(&e);
+                return Err(e);
+            }
+        }
         let owned: Vec<i32> = self.parts.keys().copied().collect();
         let committed = self.committed(consumer, &owned)?;
-        for p in &owned {
-            self.parts.remove(p);
+        for (p, offset) in self.retries.rewound(&committed) {
+            self.shared.metrics.records_given_up.inc();
+            tracing::error!(
+                partition = p,
+                offset,
+                retries = self.cfg.kafka.max_record_retries,
+                "record failed every attempt: giving it up (minimal dead letter)"
+            );
+        }
+        for &p in &owned {
+            if self.retries.rewinds(p) > 0 {
+                tracing::warn!(
+                    partition = p,
+                    offset = committed.get(&p).copied().flatten().unwrap_or(-1),
+                    rewinds = self.retries.rewinds(p),
+                    "rewinding partition"
+                );
+            }
+            self.parts.remove(&p);
         }
         self.restore_all(&committed)?;
+        self.shared.refresh_ready();
         let mut seek = TopicPartitionList::new();
         for (&p, offset) in &committed {
             let offset = offset.map_or(Offset::Beginning, Offset::Offset);
@@ -558,9 +628,13 @@ const COMMITTED_LIMIT: Duration = Duration::from_secs(120);
 /// clock is off, and it moves its partition's event time (docs/service.md).
 const CLOCK_AHEAD_MS: i64 = 5 * 60 * 1000;
 
-/// Dead letters larger than this are cut to `DLQ_TRUNCATED_PAYLOAD` bytes.
-const DLQ_MAX_PAYLOAD: usize = 900_000;
-const DLQ_TRUNCATED_PAYLOAD: usize = 64 * 1024;
+fn source<'a>(msg: &'a BorrowedMessage<'_>) -> Source<'a> {
+    Source {
+        topic: msg.topic(),
+        partition: msg.partition(),
+        offset: msg.offset(),
+    }
+}
 
 /// The guard's own clock, for `emitted_at` and latency only (never for detection).
 fn wall_clock_ms() -> i64 {

@@ -53,9 +53,17 @@ pub struct Env {
     pub bootstrap: String,
     pub name: String,
     pub dir: tempfile::TempDir,
+    /// Partitions of each topic (`PARTITIONS` unless made `with_partitions`).
+    pub partitions: i32,
 }
 
 impl Env {
+    pub fn with_partitions(bootstrap: String, test: &str, partitions: i32) -> Env {
+        let mut env = Env::new(bootstrap, test);
+        env.partitions = partitions;
+        env
+    }
+
     pub fn new(bootstrap: String, test: &str) -> Env {
         let name = format!(
             "{test}-{}-{}",
@@ -66,6 +74,7 @@ impl Env {
             bootstrap,
             name,
             dir: tempfile::tempdir().unwrap(),
+            partitions: PARTITIONS,
         }
     }
 
@@ -74,6 +83,11 @@ impl Env {
     }
 
     pub async fn create_topics(&self) {
+        self.create_topics_with_dlq(&[]).await
+    }
+
+    /// As `create_topics`, with topic settings for the dead-letter topic.
+    pub async fn create_topics_with_dlq(&self, dlq: &[(&str, &str)]) {
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .create()
@@ -87,12 +101,16 @@ impl Env {
         let topics: Vec<NewTopic> = names
             .iter()
             .map(|n| {
-                let t = NewTopic::new(n, PARTITIONS, TopicReplication::Fixed(1));
+                let mut t = NewTopic::new(n, self.partitions, TopicReplication::Fixed(1));
                 if n.ends_with("-state") {
-                    t.set("cleanup.policy", "compact")
-                } else {
-                    t
+                    t = t.set("cleanup.policy", "compact");
                 }
+                if n.ends_with("-dlq") {
+                    for (k, v) in dlq {
+                        t = t.set(k, v);
+                    }
+                }
+                t
             })
             .collect();
         for r in admin
@@ -101,6 +119,40 @@ impl Env {
             .unwrap()
         {
             r.unwrap();
+        }
+    }
+
+    /// Waits until every partition of the test's topics has a leader that answers (a
+    /// loaded broker can take seconds after creating many partitions).
+    pub fn wait_for_leaders(&self) {
+        let c = self.consumer(&format!("{}-probe", self.name));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for kind in ["events", "verdicts", "dlq", "state"] {
+            let topic = self.topic(kind);
+            while Instant::now() < deadline {
+                let ready = c
+                    .fetch_metadata(Some(&topic), Duration::from_secs(10))
+                    .ok()
+                    .and_then(|md| {
+                        let t = md.topics().first()?;
+                        Some(
+                            t.partitions().len() == self.partitions as usize
+                                && t.partitions()
+                                    .iter()
+                                    .all(|p| p.leader() >= 0 && p.error().is_none()),
+                        )
+                    })
+                    .unwrap_or(false);
+                let answers = ready
+                    && (0..self.partitions).all(|p| {
+                        c.fetch_watermarks(&topic, p, Duration::from_secs(10))
+                            .is_ok()
+                    });
+                if answers {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
 
@@ -139,6 +191,54 @@ impl Env {
         p.flush(Duration::from_secs(30)).unwrap();
     }
 
+    /// A producer for records as given: large ones too (up to 4 MB client-side, so the
+    /// broker's limit is what refuses), uncompressed, sent one at a time.
+    fn record_producer(&self) -> rdkafka::producer::FutureProducer {
+        ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("message.max.bytes", "4000000")
+            .set("compression.type", "none")
+            .set("linger.ms", "0")
+            .create()
+            .unwrap()
+    }
+
+    /// Produces `events` to one partition, each keyed by its session, in order.
+    pub async fn produce_to(&self, events: &[Event], partition: i32) {
+        let p = self.record_producer();
+        for e in events {
+            let payload = serde_json::to_vec(&e.to_wire()).unwrap();
+            send_record(
+                &p,
+                &self.topic("events"),
+                Some(e.meta.session_id.as_bytes()),
+                &payload,
+                partition,
+            )
+            .await
+            .unwrap();
+        }
+    }
+
+    /// Produces one record as given (a key or none, any size up to the broker's limit) to
+    /// `partition`; returns its offset.
+    pub async fn produce_record(&self, key: Option<&[u8]>, payload: &[u8], partition: i32) -> i64 {
+        self.try_produce_record(key, payload, partition)
+            .await
+            .unwrap_or_else(|e| panic!("producing {} bytes: {e}", payload.len()))
+    }
+
+    /// As `produce_record`, with the broker's refusal returned.
+    pub async fn try_produce_record(
+        &self,
+        key: Option<&[u8]>,
+        payload: &[u8],
+        partition: i32,
+    ) -> Result<i64, rdkafka::error::KafkaError> {
+        let p = self.record_producer();
+        send_record(&p, &self.topic("events"), key, payload, partition).await
+    }
+
     pub fn produce_raw(&self, key: &str, payload: &[u8]) {
         let p: BaseProducer = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
@@ -171,7 +271,7 @@ impl Env {
         let mut out = Vec::new();
         let mut tpl = TopicPartitionList::new();
         let mut ends = BTreeMap::new();
-        for p in 0..PARTITIONS {
+        for p in 0..self.partitions {
             tpl.add_partition_offset(topic, p, Offset::Beginning)
                 .unwrap();
             ends.insert(
@@ -237,12 +337,19 @@ impl Env {
         while Instant::now() < deadline {
             let mut tpl = TopicPartitionList::new();
             let mut end = 0;
-            for p in 0..PARTITIONS {
+            let mut known = true;
+            for p in 0..self.partitions {
                 tpl.add_partition(&self.topic("events"), p);
-                end += c
-                    .fetch_watermarks(&self.topic("events"), p, Duration::from_secs(10))
-                    .unwrap()
-                    .1;
+                // A loaded broker can answer "not leader" for a while after creating many
+                // partitions: ask again rather than fail.
+                match c.fetch_watermarks(&self.topic("events"), p, Duration::from_secs(10)) {
+                    Ok((_, high)) => end += high,
+                    Err(_) => known = false,
+                }
+            }
+            if !known {
+                std::thread::sleep(Duration::from_millis(250));
+                continue;
             }
             let committed: i64 = c
                 .committed_offsets(tpl, Duration::from_secs(10))
@@ -271,10 +378,17 @@ impl Env {
     pub fn spawn_guard(&self, config: &str, instance: &str) -> Child {
         let log =
             std::fs::File::create(self.dir.path().join(format!("guard-{instance}.log"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_loopguard"))
+        // LOOPGUARD_TEST_BIN runs another build (to measure an older version).
+        let bin = std::env::var("LOOPGUARD_TEST_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopguard").to_string());
+        Command::new(bin)
             .args(["serve", "--config", config])
             .env("LOOPGUARD_INSTANCE_ID", format!("{}-{instance}", self.name))
-            .env("RUST_LOG", "warn,loopguard::service::worker=info")
+            .env(
+                "RUST_LOG",
+                std::env::var("LOOPGUARD_TEST_RUST_LOG")
+                    .unwrap_or_else(|_| "warn,loopguard::service::worker=info".into()),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -296,6 +410,12 @@ impl Env {
                     .ok()
             })
             .sum()
+    }
+
+    /// A guard's whole log.
+    pub fn log_of(&self, instance: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("guard-{instance}.log")))
+            .unwrap_or_default()
     }
 
     /// The guards' "partition restored" lines.
@@ -360,6 +480,25 @@ impl Drop for Env {
             );
         }
     }
+}
+
+async fn send_record(
+    p: &rdkafka::producer::FutureProducer,
+    topic: &str,
+    key: Option<&[u8]>,
+    payload: &[u8],
+    partition: i32,
+) -> Result<i64, rdkafka::error::KafkaError> {
+    let mut record = rdkafka::producer::FutureRecord::<[u8], [u8]>::to(topic)
+        .payload(payload)
+        .partition(partition);
+    if let Some(k) = key {
+        record = record.key(k);
+    }
+    p.send(record, Duration::from_secs(30))
+        .await
+        .map(|(_, offset)| offset)
+        .map_err(|(e, _)| e)
 }
 
 pub fn rand_suffix() -> u128 {
