@@ -6,7 +6,9 @@
 //!     target/release/examples/profile reasoning/healthy_8_32_chars
 //! ```
 //!
-//! Workloads: `tools`, `decode` (measured in `workloads::decode_and_run`), and the
+//! Workloads: `tools`, `decode` (measured in `workloads::decode_and_run`), `real` (the
+//! real agent traces decoded and judged, also in `decode_and_run`) and `real-parse` (the
+//! same bytes only parsed into `serde_json::Value`: the floor, in `parse_floor`), and the
 //! reasoning ones by name (`reasoning/loops_8_32_chars`, ...). An optional second argument
 //! repeats the run.
 
@@ -41,6 +43,20 @@ fn main() {
             let n = events.len() as f64;
             time("tools", n, "events", &mut || {
                 drop(workloads::run(events.clone()))
+            });
+        }
+        "real" => {
+            let wire = workloads::real_traces();
+            let n = wire.len() as f64;
+            time("real", n, "events", &mut || {
+                drop(workloads::decode_and_run(&wire))
+            });
+        }
+        "real-parse" => {
+            let wire = workloads::real_traces();
+            let n = wire.len() as f64;
+            time("real-parse", n, "events", &mut || {
+                std::hint::black_box(workloads::parse_floor(&wire));
             });
         }
         "decode" => {

@@ -340,6 +340,7 @@ pub fn wire(events: &[Event]) -> Vec<Vec<u8>> {
 }
 
 /// Decodes and handles every event with a fresh engine.
+#[inline(never)]
 pub fn decode_and_run(wire: &[Vec<u8>]) -> Engine {
     let mut engine = engine();
     let mut out = Vec::new();
@@ -349,6 +350,35 @@ pub fn decode_and_run(wire: &[Vec<u8>]) -> Engine {
         out.clear();
     }
     engine
+}
+
+/// The real agent sessions of tests/data/real/agent-traces (SWE-agent and mini-swe-agent,
+/// MIT; see its README), as the bytes runtimes would publish: tool calls with large
+/// arguments (heredoc scripts), long reasoning, results with evidence.
+pub fn real_traces() -> Vec<Vec<u8>> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real/agent-traces");
+    ["swe-agent.jsonl", "mini-swe-agent.jsonl"]
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(format!("{dir}/{f}")).expect("agent traces");
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| l.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The parse floor: each record parsed into a `serde_json::Value` and dropped, nothing more.
+#[inline(never)]
+pub fn parse_floor(wire: &[Vec<u8>]) -> usize {
+    wire.iter()
+        .map(|b| {
+            serde_json::from_slice::<serde_json::Value>(b)
+                .map(|v| v.as_object().map_or(0, |o| o.len()))
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 /// The reasoning workloads: (name, events, reasoning bytes). Loops: the three real ones, 10
