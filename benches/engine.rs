@@ -1,5 +1,6 @@
 //! Engine throughput on one thread (docs/benchmarks.md): a mixed fleet of tool events in
-//! events/s, with and without JSON decoding, and streamed reasoning in bytes/s.
+//! events/s, with and without JSON decoding, streamed reasoning in bytes/s, and the real
+//! agent traces decoded and judged against their parse floor.
 
 mod workloads;
 
@@ -57,9 +58,21 @@ fn reasoning(c: &mut Criterion) {
     g.finish();
 }
 
+fn real_traces(c: &mut Criterion) {
+    let wire = workloads::real_traces();
+    let mut g = c.benchmark_group("real_traces");
+    g.sampling_mode(SamplingMode::Flat);
+    g.throughput(Throughput::Elements(wire.len() as u64));
+    g.bench_function("parse_floor", |b| b.iter(|| workloads::parse_floor(&wire)));
+    g.bench_function("decode_and_handle_event", |b| {
+        b.iter(|| decode_and_run(&wire))
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = config();
-    targets = tool_events, reasoning
+    targets = tool_events, reasoning, real_traces
 }
 criterion_main!(benches);

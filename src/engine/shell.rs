@@ -325,9 +325,7 @@ fn simple_command(words: &[String], out: &mut Command) {
             }
         }
         _ if PACKAGE_TOOLS.contains(&name) => {
-            if operands.iter().any(|a| PACKAGE_VERBS.contains(a)) {
-                out.mutates = true;
-            }
+            out.mutates |= operands.iter().any(|a| PACKAGE_VERBS.contains(a));
         }
         _ if is_interpreter(name) => {
             if rest.iter().any(|a| *a == "-c" || *a == "-e") {

@@ -47,7 +47,7 @@ pub struct CallRecord {
 fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
     p.mutation_tools.iter().any(|t| t == name) || {
         let verb = first_word(name);
-        p.mutation_verbs.iter().any(|v| *v == verb)
+        p.mutation_verbs.contains(&verb)
     }
 }
 
