@@ -490,3 +490,41 @@ fn the_same_failure_three_times_despite_changes_between_is_steered() {
     }
     assert!(run(&s.events).is_empty());
 }
+
+#[test]
+fn a_bare_error_is_the_same_failure_only_with_the_same_output() {
+    let run_repro = |s: &mut Script, out: &str| {
+        s.new_turn();
+        let (_, c) = s.call("bash", json!({"command": "python reproduce.py"}));
+        s.turn_end();
+        let ev = serde_json::from_value(json!({"output_hash": out})).ok();
+        s.result(&c, "bash", false, Some("error"), ev)
+    };
+    let edit = |s: &mut Script, i: usize| {
+        s.round(
+            "edit",
+            json!({"path": "app.py", "old": format!("a{i}"), "new": format!("b{i}")}),
+            None,
+        );
+    };
+    // Three different tracebacks after three fixes: iteration.
+    let mut s = Script::new("s");
+    s.user("fix");
+    for (i, out) in ["t1", "t2", "t3"].iter().enumerate() {
+        run_repro(&mut s, out);
+        edit(&mut s, i);
+    }
+    assert!(run(&s.events).is_empty());
+    // The very same output three times, fixes in between: the fixes do not reach it.
+    let mut s = Script::new("s");
+    s.user("fix");
+    let mut last = String::new();
+    for i in 0..3 {
+        last = run_repro(&mut s, "same");
+        edit(&mut s, i);
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::ErrorRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].event_id, last);
+}

@@ -22,21 +22,46 @@ pub fn normalize(error: &str) -> String {
 }
 
 /// An error text that says nothing about the failure (empty, `error`, `exit code 1`): two
-/// calls failing with it did not fail "the same way" unless they are the same call.
+/// calls failing with it did not fail "the same way" unless they are the same call and
+/// their outputs agree.
 fn uninformative(normalized: &str) -> bool {
     normalized.split(' ').filter(|w| !w.is_empty()).count() < 3 && normalized.len() < 24
 }
 
+/// What identifies a failure: its error text, and for an uninformative one the output the
+/// runtime hashed (`evidence.output_hash`). `None` when nothing identifies it (an
+/// uninformative error without an output hash): such failures are never "the same" across
+/// changes or requests.
+pub fn failure_key(normalized: &str, output: Option<&str>) -> Option<String> {
+    match (uninformative(normalized), output) {
+        (false, _) => Some(normalized.to_string()),
+        (true, Some(out)) => Some(format!("{normalized} [output {out}]")),
+        (true, None) => None,
+    }
+}
+
 impl ErrorRepeat {
-    /// A result of call `sig` of `tool`; `error` when it failed. Returns true when it steered.
-    pub fn on_result(&mut self, sig: u64, tool: &str, error: Option<&str>, cx: &mut Cx) -> bool {
+    /// A result of call `sig` of `tool`; `error` when it failed, `output` its output hash.
+    /// Returns true when it steered.
+    pub fn on_result(
+        &mut self,
+        sig: u64,
+        tool: &str,
+        error: Option<&str>,
+        output: Option<&str>,
+        cx: &mut Cx,
+    ) -> bool {
         let Some(error) = error else {
             self.streak = 0;
             return false;
         };
         let normalized = normalize(error);
-        let call = if uninformative(&normalized) { sig } else { 0 };
-        let key = hash64(format!("{tool}\0{call:x}\0{normalized}").as_bytes());
+        let (call, out) = if uninformative(&normalized) {
+            (sig, output.unwrap_or(""))
+        } else {
+            (0, "")
+        };
+        let key = hash64(format!("{tool}\0{call:x}\0{out}\0{normalized}").as_bytes());
         if key == self.key && self.streak > 0 {
             self.streak += 1;
         } else {

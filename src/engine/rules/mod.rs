@@ -362,10 +362,14 @@ impl SessionState {
             if let Some(e) = normalized.as_deref() {
                 req.window.record_error(call_id, hash64(e.as_bytes()));
             }
-            let steered = req
-                .errors
-                .on_result(pending.sig, tool, normalized.as_deref(), cx);
-            if let Some(e) = normalized.as_deref() {
+            let output = evidence.as_ref().and_then(|e| e.output_hash.as_deref());
+            let steered =
+                req.errors
+                    .on_result(pending.sig, tool, normalized.as_deref(), output, cx);
+            let failure = normalized
+                .as_deref()
+                .and_then(|e| error_repeat::failure_key(e, output));
+            if let Some(e) = failure.as_deref() {
                 use error_repeat::Scope;
                 let (sig, at) = (pending.sig, pending.at as u32);
                 let before = cx.out.len();
