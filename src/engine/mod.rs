@@ -34,8 +34,8 @@ pub struct Limits {
     /// Recent event ids remembered per session to drop producer retries.
     pub dedup_ids: usize,
     /// Sessions whose text detectors keep their lookup tables between responses (the most
-    /// recently active ones); the others keep only their text, and rebuild the tables from
-    /// it when more text comes. Bounds memory without rebuilding at every response.
+    /// recently active ones); the others free them when a response ends, keep only their
+    /// text, and rebuild the tables from it when they stream again.
     pub hot_text_sessions: usize,
 }
 
@@ -196,13 +196,16 @@ impl Engine {
         }
         if event.body.carries_text() {
             self.keep_hot(&event.meta.session_id);
+        } else if let Body::TurnEnd { .. } = event.body {
+            self.cool_down(&event.meta.session_id);
         }
         self.maintain();
         Handled::Processed
     }
 
-    /// `id` streamed text: its tables stay built; the least recent hot session beyond the
-    /// bound has its tables freed. Depends only on the order of events: deterministic.
+    /// `id` streamed text: it becomes the most recent hot session, and the least recent one
+    /// beyond the bound leaves the set (its tables are freed at its next response end).
+    /// Depends only on the order of events: deterministic.
     fn keep_hot(&mut self, id: &str) {
         if let Some(i) = self.hot_text.iter().rposition(|s| s == id) {
             if i + 1 == self.hot_text.len() {
@@ -214,12 +217,19 @@ impl Engine {
         }
         self.hot_text.push_back(id.to_string());
         while self.hot_text.len() > self.limits.hot_text_sessions {
-            let Some(cold) = self.hot_text.pop_front() else {
-                break;
-            };
-            if let Some(slot) = self.sessions.get_mut(&cold) {
-                slot.state.compact_text();
-            }
+            self.hot_text.pop_front();
+        }
+    }
+
+    /// A response of `id` ended: unless the session is hot, its text lookup tables are freed
+    /// (its text stays; the tables are rebuilt from it when it streams again). A response in
+    /// progress always keeps its tables, so a session rebuilds at most once per response.
+    fn cool_down(&mut self, id: &str) {
+        if self.hot_text.iter().any(|s| s == id) {
+            return;
+        }
+        if let Some(slot) = self.sessions.get_mut(id) {
+            slot.state.compact_text();
         }
     }
 
