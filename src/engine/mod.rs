@@ -76,8 +76,9 @@ pub struct Engine {
     stats: EngineStats,
     changes: Option<Changes>,
     /// Sessions that streamed text most recently, oldest first (at most
-    /// `limits.hot_text_sessions`): they keep their text lookup tables.
-    hot_text: VecDeque<String>,
+    /// `limits.hot_text_sessions`), by the hash of their id: they keep their text lookup
+    /// tables. (Two ids with one hash would both count as hot: a cost, never a verdict.)
+    hot_text: VecDeque<u64>,
 }
 
 /// Sessions touched or removed since the last `take_changes` (for state hand-over).
@@ -207,15 +208,15 @@ impl Engine {
     /// beyond the bound leaves the set (its tables are freed at its next response end).
     /// Depends only on the order of events: deterministic.
     fn keep_hot(&mut self, id: &str) {
-        if let Some(i) = self.hot_text.iter().rposition(|s| s == id) {
-            if i + 1 == self.hot_text.len() {
-                return;
+        let h = canon::hash64(id.as_bytes());
+        if let Some(i) = self.hot_text.iter().rposition(|s| *s == h) {
+            if i + 1 < self.hot_text.len() {
+                self.hot_text.remove(i);
+                self.hot_text.push_back(h);
             }
-            let s = self.hot_text.remove(i).expect("found");
-            self.hot_text.push_back(s);
             return;
         }
-        self.hot_text.push_back(id.to_string());
+        self.hot_text.push_back(h);
         while self.hot_text.len() > self.limits.hot_text_sessions {
             self.hot_text.pop_front();
         }
@@ -225,7 +226,8 @@ impl Engine {
     /// (its text stays; the tables are rebuilt from it when it streams again). A response in
     /// progress always keeps its tables, so a session rebuilds at most once per response.
     fn cool_down(&mut self, id: &str) {
-        if self.hot_text.iter().any(|s| s == id) {
+        let h = canon::hash64(id.as_bytes());
+        if self.hot_text.contains(&h) {
             return;
         }
         if let Some(slot) = self.sessions.get_mut(id) {

@@ -47,7 +47,9 @@ pub struct CallRecord {
 fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
     p.mutation_tools.iter().any(|t| t == name) || {
         let verb = first_word(name);
-        p.mutation_verbs.contains(&verb)
+        p.mutation_verbs
+            .iter()
+            .any(|v| v.eq_ignore_ascii_case(verb))
     }
 }
 
@@ -61,17 +63,14 @@ fn subcommand(args: &Value) -> Option<&str> {
         .and_then(|c| c.split_whitespace().next())
 }
 
-/// The first word of a tool name, lower-cased: `cancel_order`, `cancel-order` and
-/// `cancelOrder` all give `cancel`.
-fn first_word(tool: &str) -> String {
-    let mut word = String::new();
-    for (i, c) in tool.char_indices() {
-        if c == '_' || c == '-' || c == '.' || c == ' ' || (i > 0 && c.is_uppercase()) {
-            break;
-        }
-        word.extend(c.to_lowercase());
-    }
-    word
+/// The first word of a tool name (compared without case): `cancel_order`, `cancel-order`
+/// and `cancelOrder` all give `cancel`.
+fn first_word(tool: &str) -> &str {
+    let end = tool
+        .char_indices()
+        .find(|&(i, c)| matches!(c, '_' | '-' | '.' | ' ') || (i > 0 && c.is_uppercase()))
+        .map_or(tool.len(), |(i, _)| i);
+    &tool[..end]
 }
 
 /// What the call's command text says it does: the whole analysis for shell tools; for
@@ -149,14 +148,24 @@ pub struct Field {
     pub value: u64,
     /// `key:canonical value`, the text the 3-grams come from (what is handed over).
     pub text: String,
-    /// Derived from `text` (rebuilt after a hand-over, never serialized).
+    /// Derived from `text`, computed only once the call has a candidate to be compared with
+    /// (`CallWindow::push`) and after a hand-over; never serialized.
     #[serde(skip)]
     pub grams: Vec<u64>,
+    #[serde(skip)]
+    pub grams_built: bool,
 }
 
 impl Field {
     pub fn rebuild(&mut self) {
         self.grams = canon::trigrams(&self.text);
+        self.grams_built = true;
+    }
+
+    fn ensure_grams(&mut self) {
+        if !self.grams_built {
+            self.rebuild();
+        }
     }
 }
 
@@ -169,7 +178,8 @@ fn fields(args: &Value) -> Vec<Field> {
         Field {
             key: canon::hash64(key.as_bytes()),
             value: canon::hash64(value.as_bytes()),
-            grams: canon::trigrams(&text),
+            grams: Vec::new(),
+            grams_built: false,
             text,
         }
     };
@@ -255,6 +265,7 @@ impl CallWindow {
         while self.calls.len() > keep.max(1) {
             self.calls.pop_front();
         }
+        self.build_grams_for_newest();
         let oldest = self.calls.front().map_or(0, |c| c.at);
         while self
             .mutations
@@ -262,6 +273,33 @@ impl CallWindow {
             .is_some_and(|m| m.at < oldest || self.mutations.len() > MAX_MUTATIONS)
         {
             self.mutations.pop_front();
+        }
+    }
+
+    /// The 3-gram sets fuzzy matching needs, built only when the newest call has another of
+    /// the same tool and identity in the window to be compared with (most calls have none:
+    /// the sets of a 4 KiB heredoc are the costliest part of a call record).
+    fn build_grams_for_newest(&mut self) {
+        let Some((newest, earlier)) = self.calls.make_contiguous().split_last_mut() else {
+            return;
+        };
+        if newest.fields.is_none() {
+            return;
+        }
+        let mut any = false;
+        for c in earlier
+            .iter_mut()
+            .filter(|c| c.tool == newest.tool && c.identity == newest.identity)
+        {
+            for f in c.fields.iter_mut().flatten() {
+                f.ensure_grams();
+            }
+            any = true;
+        }
+        if any {
+            for f in newest.fields.iter_mut().flatten() {
+                f.ensure_grams();
+            }
         }
     }
 
