@@ -124,7 +124,7 @@ def output_hash(output: Any) -> str:
     elif isinstance(output, str):
         data = output.encode()
     else:
-        data = json.dumps(output, sort_keys=True, separators=(",", ":"), default=str).encode()
+        data = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
     return hashlib.sha256(data).hexdigest()[:16]
 
 
