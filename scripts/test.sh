@@ -44,3 +44,6 @@ for d in yaml.safe_load_all(sys.stdin):
   target/debug/loopguard check-config "$out"
 done
 target/debug/loopguard check-config deploy/loopguard.toml
+
+echo "== client libraries (Python, TypeScript) against the broker and a real loopguard serve"
+scripts/clients-test.sh
