@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from loopguard import Action, AsyncGuard, Evidence, Guard, Limits, ValidationError
 
-from conftest import PARTITIONS, GuardProcess
+from guardproc import PARTITIONS, GuardProcess
 
 HERE = pathlib.Path(__file__).resolve().parent
 # Long enough for a verdict on a loaded 2-core CI machine; the tests measure the real time.

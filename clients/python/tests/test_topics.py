@@ -6,7 +6,7 @@ import subprocess
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from conftest import PARTITIONS, GuardProcess
+from guardproc import PARTITIONS, GuardProcess
 
 
 def _describe(g: GuardProcess, topic: str) -> dict:
