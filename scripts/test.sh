@@ -47,3 +47,6 @@ target/debug/loopguard check-config deploy/loopguard.toml
 
 echo "== client libraries (Python, TypeScript) against the broker and a real loopguard serve"
 scripts/clients-test.sh
+
+echo "== alerts on a live stack: a real Prometheus with the project's rules, scraping a real serve"
+scripts/alerts-live-test.sh
