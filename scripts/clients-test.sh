@@ -27,6 +27,7 @@ for ck in 2.16.1 2.15.1; do
   "$venv/bin/pip" install -q --disable-pip-version-check "confluent-kafka==$ck" "./clients/python[test]"
   echo "-- python client, confluent-kafka $ck"
   only_once=(); [ "$ck" = 2.16.1 ] || only_once=(--ignore=tests/test_integration_doc.py)
+  [ "$ck" != 2.16.1 ] || (cd clients/python && "../../$venv/bin/mypy" --strict --no-error-summary src/loopguard)
   (cd clients/python && LOOPGUARD_LATENCY_OUT="$PWD/../../build/client-latency-python-$ck.json" \
     "../../$venv/bin/python" -m pytest -q -p no:cacheprovider "${only_once[@]}")
 done

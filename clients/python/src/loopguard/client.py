@@ -224,7 +224,9 @@ class Guard:
             self._report("delivery", KafkaException(err))
             return
         self._count("events_sent")
-        self._reader.want(msg.partition())
+        partition = msg.partition()
+        if partition is not None:
+            self._reader.want(partition)
 
     def _on_record(self, msg: Message) -> None:
         key = msg.key()
@@ -235,7 +237,9 @@ class Guard:
             self._count("verdicts_other_sessions")  # another process's session on this partition
             return
         try:
-            verdict = Verdict.from_wire(json.loads(msg.value()), msg.partition(), msg.offset(), time.time())
+            verdict = Verdict.from_wire(
+                json.loads(msg.value() or b"null"), msg.partition() or 0, msg.offset() or 0, time.time()
+            )
         except (ValueError, TypeError) as e:
             self._count("verdicts_invalid")
             self._report("verdict decoding", e)
