@@ -492,6 +492,11 @@ class Session:
         self._send("session_end", {})
         self._core.guard._forget(self.session_id)
 
+    def on_verdict(self, callback: VerdictCallback) -> None:
+        """Calls `callback` with each verdict of this session from now on (on the reader
+        thread: keep it short; an exception it raises is counted, never propagated)."""
+        self._core.listen(callback)
+
     def take_verdicts(self, timeout: float = 0.0) -> List[Verdict]:
         """Verdicts received since the last call, waiting up to `timeout` for the first one.
         For streaming loops: check between chunks, apply a `steer` before the next one."""
