@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import pathlib
@@ -279,22 +280,38 @@ def test_evidence_helpers() -> None:
 
 
 def test_latency_event_to_verdict(guard: Guard) -> None:
-    """Publish-to-verdict time as the runtime sees it: the blocking third call's wait."""
-    samples = []
+    """Publish-to-verdict time as the runtime sees it: the blocking third call's wait, split
+    at the verdict's `emitted_at` (the guard's clock, same machine) into the part up to the
+    guard writing it and the part after (commit, reader)."""
+    total, before, after = [], [], []
     for i in range(int(os.environ.get("LOOPGUARD_LATENCY_SAMPLES", "60"))):
         s = guard.session(sid(f"lat{i}"))
         s.user_message("go")
         loop_round(s, 1)
         loop_round(s, 2)
-        started = time.perf_counter()
+        wall, started = time.time(), time.perf_counter()
         v = s.tool_call("bash", {"cmd": "cargo build --locked"}, deadline=WAIT)
-        samples.append(time.perf_counter() - started)
-        assert v is not None and v.action is Action.BLOCK
+        total.append(time.perf_counter() - started)
+        assert v is not None and v.action is Action.BLOCK and v.emitted_at is not None
+        emitted = datetime.datetime.fromisoformat(v.emitted_at.replace("Z", "+00:00")).timestamp()
+        before.append(emitted - wall)
+        after.append(v.received_at - emitted)
         s.session_end()
-    samples.sort()
-    p50 = samples[len(samples) // 2]
-    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
-    report = {"client": "python", "samples": len(samples), "p50_ms": round(p50 * 1000, 1), "p99_ms": round(p99 * 1000, 1)}
+
+    def pct(xs: list, q: float) -> float:
+        xs = sorted(xs)
+        return round(xs[min(len(xs) - 1, int(len(xs) * q))] * 1000, 1)
+
+    report = {
+        "client": "python",
+        "samples": len(total),
+        "p50_ms": pct(total, 0.5),
+        "p99_ms": pct(total, 0.99),
+        "to_emitted_p50_ms": pct(before, 0.5),
+        "to_emitted_p99_ms": pct(before, 0.99),
+        "after_emitted_p50_ms": pct(after, 0.5),
+        "after_emitted_p99_ms": pct(after, 0.99),
+    }
     print(f"\nevent-to-verdict latency (python client): {report}")
     out = os.environ.get("LOOPGUARD_LATENCY_OUT")
     if out:

@@ -243,8 +243,12 @@ test("evidence helpers hash like the Python client", () => {
 });
 
 test("event-to-verdict latency as the client sees it", async () => {
+  // The blocking third call's wait, split at the verdict's `emitted_at` (the guard's clock,
+  // same machine): up to the guard writing it, and after (commit, reader).
   const guard = await connect();
-  const samples: number[] = [];
+  const total: number[] = [];
+  const before: number[] = [];
+  const afterEmit: number[] = [];
   try {
     const n = Number(process.env.LOOPGUARD_LATENCY_SAMPLES ?? "60");
     for (let i = 0; i < n; i++) {
@@ -252,18 +256,33 @@ test("event-to-verdict latency as the client sees it", async () => {
       await s.userMessage("go");
       await loopRound(s);
       await loopRound(s);
+      const wall = Date.now();
       const started = performance.now();
       const v = await s.toolCall("bash", { cmd: "cargo build --locked" }, { deadlineMs: WAIT });
-      samples.push(performance.now() - started);
+      total.push(performance.now() - started);
       assert.equal(v?.action, "block");
+      const emitted = Date.parse(v.emittedAt ?? "");
+      before.push(emitted - wall);
+      afterEmit.push(v.receivedAt - emitted);
       await s.sessionEnd();
     }
   } finally {
     await guard.close();
   }
-  samples.sort((a, b) => a - b);
-  const pick = (q: number) => Math.round(samples[Math.min(samples.length - 1, Math.floor(samples.length * q))] * 10) / 10;
-  const report = { client: "typescript", samples: samples.length, p50_ms: pick(0.5), p99_ms: pick(0.99) };
+  const pct = (xs: number[], q: number) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return Math.round(s[Math.min(s.length - 1, Math.floor(s.length * q))] * 10) / 10;
+  };
+  const report = {
+    client: "typescript",
+    samples: total.length,
+    p50_ms: pct(total, 0.5),
+    p99_ms: pct(total, 0.99),
+    to_emitted_p50_ms: pct(before, 0.5),
+    to_emitted_p99_ms: pct(before, 0.99),
+    after_emitted_p50_ms: pct(afterEmit, 0.5),
+    after_emitted_p99_ms: pct(afterEmit, 0.99),
+  };
   console.log(`event-to-verdict latency (typescript client): ${JSON.stringify(report)}`);
   if (process.env.LOOPGUARD_LATENCY_OUT) writeFileSync(process.env.LOOPGUARD_LATENCY_OUT, JSON.stringify(report) + "\n");
 });

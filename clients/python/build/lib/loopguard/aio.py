@@ -93,7 +93,10 @@ class AsyncSession:
             if not fut.done():
                 fut.set_result(v)
 
-        waiter = _Waiter(lambda v: loop.call_soon_threadsafe(settle, v))
+        def resolve(v: Verdict) -> None:  # on the reader thread
+            loop.call_soon_threadsafe(settle, v)
+
+        waiter = _Waiter(resolve)
         cid = core.open_call(tool, call_id)
         event = core.event("tool_call", {"turn_id": core.turn_id(turn_id), "call_id": cid, "tool": tool, "args": args})
         if not core.guard._publish(event, waiter):

@@ -98,6 +98,11 @@ class Guard:
                 # A read_committed fetch wakes on new data, not on the commit marker that makes
                 # it visible: a short wait keeps a committed verdict from sitting unseen.
                 "fetch.wait.max.ms": "10",
+                # librdkafka waits this long (500 ms by default) before fetching a partition
+                # again after some fetch outcomes; with read_committed verdicts that left
+                # one in ~60 sitting unread for 0.5-1 s. At 10 ms: no such stall in 300
+                # samples (docs/benchmarks.md, "As the clients see it").
+                "fetch.error.backoff.ms": "10",
                 **dict(cfg.kafka),
             },
             cfg.verdicts_topic,
@@ -224,7 +229,9 @@ class Guard:
             self._report("delivery", KafkaException(err))
             return
         self._count("events_sent")
-        self._reader.want(msg.partition())
+        partition = msg.partition()
+        if partition is not None:
+            self._reader.want(partition)
 
     def _on_record(self, msg: Message) -> None:
         key = msg.key()
@@ -235,7 +242,9 @@ class Guard:
             self._count("verdicts_other_sessions")  # another process's session on this partition
             return
         try:
-            verdict = Verdict.from_wire(json.loads(msg.value()), msg.partition(), msg.offset(), time.time())
+            verdict = Verdict.from_wire(
+                json.loads(msg.value() or b"null"), msg.partition() or 0, msg.offset() or 0, time.time()
+            )
         except (ValueError, TypeError) as e:
             self._count("verdicts_invalid")
             self._report("verdict decoding", e)
@@ -487,6 +496,11 @@ class Session:
         """Tells the guard to forget the session; this handle receives nothing after it."""
         self._send("session_end", {})
         self._core.guard._forget(self.session_id)
+
+    def on_verdict(self, callback: VerdictCallback) -> None:
+        """Calls `callback` with each verdict of this session from now on (on the reader
+        thread: keep it short; an exception it raises is counted, never propagated)."""
+        self._core.listen(callback)
 
     def take_verdicts(self, timeout: float = 0.0) -> List[Verdict]:
         """Verdicts received since the last call, waiting up to `timeout` for the first one.

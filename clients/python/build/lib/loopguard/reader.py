@@ -92,8 +92,11 @@ class VerdictReader:
                         if err.fatal():
                             self._restart.set()
                     continue
+                partition, offset = msg.partition(), msg.offset()
+                if partition is None or offset is None:
+                    continue  # not a record (librdkafka only returns records here)
                 with self._lock:
-                    self._position[msg.partition()] = msg.offset() + 1
+                    self._position[partition] = offset + 1
                 self._on_record(msg)
             except Exception as e:  # never let the thread die: report, back off, start over
                 self._on_error("verdict reader", e)

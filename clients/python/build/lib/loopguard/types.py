@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 
 class Action(str, Enum):
@@ -67,6 +67,8 @@ class Verdict:
 
         Fields this version does not know are ignored (the contract's additive changes).
         """
+        if not isinstance(raw, Mapping):
+            raise ValueError("a verdict must be a JSON object")
         if raw.get("v") != 1:
             raise ValueError(f"unsupported verdict version {raw.get('v')!r}")
         d = raw.get("directives") or {}
@@ -170,8 +172,8 @@ class Evidence:
         """A call without side effects whose output is hashed (status polls, searches)."""
         return cls(effect=Effect.NONE, output_hash=output_hash(output), new_info=new_info)
 
-    def to_wire(self) -> dict:
-        out: dict = {}
+    def to_wire(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
         if self.effect is not None:
             out["effect"] = Effect(self.effect).value
         for name in ("resource", "state_before", "state_after", "output_hash"):
@@ -191,7 +193,7 @@ class Limits:
 
     max_tool_rounds: Optional[int] = None
 
-    def to_wire(self) -> dict:
+    def to_wire(self) -> Dict[str, int]:
         return {} if self.max_tool_rounds is None else {"max_tool_rounds": self.max_tool_rounds}
 
 
