@@ -99,9 +99,9 @@ class Guard:
                 # it visible: a short wait keeps a committed verdict from sitting unseen.
                 "fetch.wait.max.ms": "10",
                 # librdkafka waits this long (500 ms by default) before fetching a partition
-                # again after some fetch outcomes; with read_committed verdicts that left
-                # one in ~60 sitting unread for 0.5-1 s. At 10 ms: no such stall in 300
-                # samples (docs/benchmarks.md, "As the clients see it").
+                # again after some fetch outcomes; with read_committed verdicts, ~1 in 60
+                # sat unread for ~1 s in every run. At 10 ms those stalls went away
+                # (docs/benchmarks.md, "As the clients see it").
                 "fetch.error.backoff.ms": "10",
                 **dict(cfg.kafka),
             },
