@@ -75,7 +75,9 @@ class Guard:
         self._sessions: Dict[str, "SessionCore"] = {}
         self._waiters: Dict[str, List[_Waiter]] = {}
         self._seen: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        base = {"bootstrap.servers": cfg.bootstrap_servers, **dict(cfg.kafka)}
+        # librdkafka's own log lines (connection losses, retries) go to the "loopguard"
+        # logger instead of the process's stderr.
+        base: Dict[str, Any] = {"bootstrap.servers": cfg.bootstrap_servers, "logger": log, **dict(cfg.kafka)}
         start = _start_offsets(base, cfg)
         self._producer = Producer(
             {
@@ -279,7 +281,7 @@ class Guard:
                 log.exception("loopguard on_error callback failed")
 
 
-def _start_offsets(base: Dict[str, str], cfg: GuardConfig) -> Dict[int, int]:
+def _start_offsets(base: Dict[str, Any], cfg: GuardConfig) -> Dict[int, int]:
     """Where each verdict partition ends now; checks that both topics exist."""
     probe = Consumer({**base, "group.id": "loopguard-probe", "enable.auto.commit": "false"})
     try:

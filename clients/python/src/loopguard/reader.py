@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, Optional, Set
+from typing import Any, Callable, Dict, Optional, Set
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -25,7 +25,7 @@ class VerdictReader:
 
     def __init__(
         self,
-        consumer_config: Dict[str, str],
+        consumer_config: Dict[str, Any],
         topic: str,
         start_offsets: Dict[int, int],
         on_record: Callable[[Message], None],

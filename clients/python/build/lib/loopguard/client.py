@@ -75,7 +75,9 @@ class Guard:
         self._sessions: Dict[str, "SessionCore"] = {}
         self._waiters: Dict[str, List[_Waiter]] = {}
         self._seen: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        base = {"bootstrap.servers": cfg.bootstrap_servers, **dict(cfg.kafka)}
+        # librdkafka's own log lines (connection losses, retries) go to the "loopguard"
+        # logger instead of the process's stderr.
+        base: Dict[str, Any] = {"bootstrap.servers": cfg.bootstrap_servers, "logger": log, **dict(cfg.kafka)}
         start = _start_offsets(base, cfg)
         self._producer = Producer(
             {
@@ -99,9 +101,9 @@ class Guard:
                 # it visible: a short wait keeps a committed verdict from sitting unseen.
                 "fetch.wait.max.ms": "10",
                 # librdkafka waits this long (500 ms by default) before fetching a partition
-                # again after some fetch outcomes; with read_committed verdicts that left
-                # one in ~60 sitting unread for 0.5-1 s. At 10 ms: no such stall in 300
-                # samples (docs/benchmarks.md, "As the clients see it").
+                # again after some fetch outcomes; with read_committed verdicts, ~1 in 60
+                # sat unread for ~1 s in every run. At 10 ms those stalls went away
+                # (docs/benchmarks.md, "As the clients see it").
                 "fetch.error.backoff.ms": "10",
                 **dict(cfg.kafka),
             },
@@ -279,7 +281,7 @@ class Guard:
                 log.exception("loopguard on_error callback failed")
 
 
-def _start_offsets(base: Dict[str, str], cfg: GuardConfig) -> Dict[int, int]:
+def _start_offsets(base: Dict[str, Any], cfg: GuardConfig) -> Dict[int, int]:
     """Where each verdict partition ends now; checks that both topics exist."""
     probe = Consumer({**base, "group.id": "loopguard-probe", "enable.auto.commit": "false"})
     try:
