@@ -102,7 +102,8 @@ export class Guard {
     }
     // Idempotent, one request in flight: retries after a broker restart keep each
     // session's events in order.
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    // Retries for about a minute: a broker restart is waited out, not a lost event.
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: { retries: 12, initialRetryTime: 200, maxRetryTime: 5000 } });
     let guard: Guard | undefined;
     const reader = new VerdictReader(kafka, {
       topic: o.verdictsTopic,
@@ -146,7 +147,7 @@ export class Guard {
     if (this.closed) return;
     this.closed = true;
     for (const s of this.sessions.values()) await s.drained();
-    await this.reader.stop();
+    await this.reader.close();
     await this.producer.disconnect().catch((e) => this.report("close", e));
   }
 

@@ -21,6 +21,8 @@ export class VerdictReader {
   private readonly position = new Map<number, string>();
   private assigned = new Set<number>();
   private running = false;
+  private recovering = false;
+  private closed = false;
   restarts = 0;
 
   constructor(
@@ -45,7 +47,13 @@ export class VerdictReader {
       if (idle.length > 0) consumer.pause([{ topic: this.opts.topic, partitions: idle }]);
       for (const [p, offset] of this.position) if (this.assigned.has(p)) consumer.seek({ topic: this.opts.topic, partition: p, offset });
     });
-    consumer.on(consumer.events.CRASH, ({ payload }) => this.opts.onError("verdict reader", payload.error));
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      this.opts.onError("verdict reader", payload.error);
+      // kafkajs restarts a consumer itself after retriable errors only; after a broker
+      // restart it can give up ("Failed to find group coordinator"). Start a new one then,
+      // going on from the positions read so far.
+      if (!payload.restart && consumer === this.consumer) this.recover();
+    });
     const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
     await consumer.connect();
     await consumer.subscribe({ topics: [this.opts.topic], fromBeginning: false });
@@ -59,7 +67,15 @@ export class VerdictReader {
     this.running = true;
     // Verdicts can only be read once the group is joined: wait for it here rather than in
     // the first tool call's deadline.
-    await joined;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, fail) => {
+      timer = setTimeout(() => fail(new Error("verdict reader: no group join within 30 s")), 30_000);
+    });
+    try {
+      await Promise.race([joined, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Asks for `partition` to be read; cheap when it already is. */
@@ -81,14 +97,40 @@ export class VerdictReader {
     return [...this.position.keys()].sort((a, b) => a - b);
   }
 
+  /** Replaces a consumer that gave up, retrying until it is back or the reader stops. */
+  private recover(): void {
+    if (this.recovering || this.closed) return;
+    this.recovering = true;
+    void (async () => {
+      let wait = 500;
+      while (!this.closed) {
+        try {
+          await this.restart();
+          break;
+        } catch (e) {
+          this.opts.onError("verdict reader restart", e);
+          await new Promise((r) => setTimeout(r, wait));
+          wait = Math.min(wait * 2, 5000);
+        }
+      }
+      this.recovering = false;
+    })();
+  }
+
   /** Closes the consumer and starts a new one that goes on where the old one stopped. */
   async restart(): Promise<void> {
-    await this.stop();
+    await this.disconnect();
     this.restarts += 1;
     await this.start();
   }
 
-  async stop(): Promise<void> {
+  /** Stops reading for good. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.disconnect();
+  }
+
+  private async disconnect(): Promise<void> {
     this.running = false;
     const c = this.consumer;
     this.consumer = undefined;

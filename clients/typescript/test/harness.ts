@@ -31,7 +31,6 @@ async function freePort(): Promise<number> {
 }
 
 export class GuardProcess {
-  readonly bootstrap = process.env.KAFKA_BOOTSTRAP_SERVERS ?? "127.0.0.1:19092";
   readonly name = `tsclient-${randomUUID().slice(0, 10)}`;
   readonly dir = mkdtempSync(join(tmpdir(), "lg-ts-"));
   readonly binary = binary();
@@ -39,10 +38,14 @@ export class GuardProcess {
   private proc: ChildProcess | undefined;
   private starts = 0;
 
-  private constructor(readonly adminPort: number) {}
+  private constructor(
+    readonly adminPort: number,
+    readonly bootstrap: string,
+  ) {}
 
-  static async create(): Promise<GuardProcess> {
-    const g = new GuardProcess(await freePort());
+  /** Writes the configuration and creates the topics with `loopguard topics create`. */
+  static async create(bootstrap = process.env.KAFKA_BOOTSTRAP_SERVERS ?? "127.0.0.1:19092"): Promise<GuardProcess> {
+    const g = new GuardProcess(await freePort(), bootstrap);
     writeFileSync(
       g.config,
       [
@@ -95,6 +98,10 @@ export class GuardProcess {
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error(`loopguard serve not ready: ${this.logTail()}`);
+  }
+
+  running(): boolean {
+    return this.proc !== undefined && this.proc.exitCode === null && this.proc.signalCode === null;
   }
 
   async stop(): Promise<void> {
