@@ -151,22 +151,24 @@ pub async fn create(mut cfg: Config, args: &CreateArgs) -> Result<Vec<String>, T
     let admin: AdminClient<DefaultClientContext> = client.create()?;
     let mut lines = Vec::new();
     for spec in &specs {
-        let outcome = match partition_count(&probe, &spec.name)? {
-            Some(found) if spec.aligned && found != spec.partitions => {
-                return Err(TopicsError::PartitionMismatch {
-                    topic: spec.name.clone(),
-                    found,
-                    expected: spec.partitions,
-                })
-            }
-            Some(_) => Outcome::Exists,
-            None => create_one(&admin, spec, args.replication_factor).await?,
+        let outcome = match count(&probe, &spec.name)? {
+            Some(found) => check(spec, found)?,
+            None => match create_one(&admin, spec, args.replication_factor).await? {
+                // Another `topics create` (or a guard) won the race: check it like one that
+                // existed.
+                Outcome::Exists => match count(&probe, &spec.name)? {
+                    Some(found) => check(spec, found)?,
+                    None => Outcome::Exists,
+                },
+                created => created,
+            },
         };
         lines.push(match outcome {
             Outcome::Created => format!(
-                "created {} ({} partitions{})",
+                "created {} ({} partition{}{})",
                 spec.name,
                 spec.partitions,
+                if spec.partitions == 1 { "" } else { "s" },
                 spec.configs
                     .iter()
                     .map(|(k, v)| format!(", {k}={v}"))
@@ -179,7 +181,7 @@ pub async fn create(mut cfg: Config, args: &CreateArgs) -> Result<Vec<String>, T
     // `serve` started right after finds them.
     let deadline = Instant::now() + Duration::from_secs(30);
     for spec in &specs {
-        while partition_count(&probe, &spec.name)?.is_none() {
+        while count(&probe, &spec.name)?.is_none() {
             if Instant::now() > deadline {
                 return Err(TopicsError::NotVisible(spec.name.clone()));
             }
@@ -187,6 +189,25 @@ pub async fn create(mut cfg: Config, args: &CreateArgs) -> Result<Vec<String>, T
         }
     }
     Ok(lines)
+}
+
+/// An existing topic is fine unless its partition count must match and does not.
+fn check(spec: &TopicSpec, found: usize) -> Result<Outcome, TopicsError> {
+    if spec.aligned && found != spec.partitions {
+        return Err(TopicsError::PartitionMismatch {
+            topic: spec.name.clone(),
+            found,
+            expected: spec.partitions,
+        });
+    }
+    Ok(Outcome::Exists)
+}
+
+/// The topic's partition count (a blocking metadata request, kept off the async workers).
+fn count(probe: &BaseConsumer, topic: &str) -> Result<Option<usize>, TopicsError> {
+    Ok(tokio::task::block_in_place(|| {
+        partition_count(probe, topic)
+    })?)
 }
 
 async fn create_one(
