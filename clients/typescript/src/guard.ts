@@ -367,18 +367,25 @@ export class Session {
     let resolveVerdict: (v: Verdict | null) => void = () => undefined;
     const verdict = new Promise<Verdict | null>((r) => (resolveVerdict = r));
     const waiter = (v: Verdict) => resolveVerdict(v);
+    // Validates (throwing before anything is registered) and queues the event; no verdict
+    // can arrive before this synchronous code returns, so registering after is safe.
+    const sent = this.core.publish(event);
     this.core.guard.addWaiter(eventId, waiter);
-    const sent = this.core.publish(event).catch((e) => {
-      this.core.guard.dropWaiter(eventId, waiter);
-      throw e;
-    });
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<null>((r) => (timer = setTimeout(() => r(null), Math.max(0, started + wait - Date.now()))));
+    let timedOut = false;
+    const timeout = new Promise<null>(
+      (r) =>
+        (timer = setTimeout(() => {
+          timedOut = true;
+          r(null);
+        }, Math.max(0, started + wait - Date.now()))),
+    );
+    // The verdict can be read before this producer has its acknowledgement: wait for
+    // whichever comes first, and stop at once (fail open) if the event could not be sent.
+    const unsent = sent.then((p) => (p === null ? null : new Promise<never>(() => undefined)));
     try {
-      const partition = await Promise.race([sent, timeout.then(() => "timeout" as const)]);
-      if (partition === null) return null; // not sent: fail open at once
-      const got = await Promise.race([verdict, timeout]);
-      if (got === null) this.core.guard.count("toolCallDeadlines");
+      const got = await Promise.race([verdict, timeout, unsent]);
+      if (got === null && timedOut) this.core.guard.count("toolCallDeadlines");
       return got;
     } finally {
       clearTimeout(timer);
