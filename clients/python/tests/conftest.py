@@ -20,6 +20,7 @@ def guard_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GuardPro
         yield g
     finally:
         g.stop()
+        g.delete_topics()
 
 
 @pytest.fixture()

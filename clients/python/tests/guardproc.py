@@ -120,6 +120,18 @@ class GuardProcess:
                 self.proc.wait()
         self.proc = None
 
+    def delete_topics(self) -> None:
+        """Removes the four private topics (a shared development broker keeps no litter)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        names = [f"{self.name}-{k}" for k in ("events", "verdicts", "dlq", "state")]
+        for future in admin.delete_topics(names, operation_timeout=30).values():
+            try:
+                future.result()
+            except Exception:
+                pass  # already gone, or never made: nothing to clean
+
     def log_tail(self) -> str:
         path = self.workdir / f"guard-{self.starts}.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""

@@ -92,6 +92,7 @@ def test_every_code_block_of_the_integration_doc_runs(tmp_path: pathlib.Path) ->
             ran[kind] += 1
     finally:
         guard.stop()
+        guard.delete_topics()
     assert all(ran.values()), ran
 
 

@@ -22,6 +22,7 @@ before(async () => {
 });
 after(async () => {
   await g?.stop();
+  await g?.deleteTopics();
 });
 
 async function connect(extra: Partial<Parameters<typeof Guard.connect>[0]> = {}): Promise<Guard> {

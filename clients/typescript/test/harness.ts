@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { randomUUID } from "node:crypto";
+import kafkajs from "kafkajs";
 
 const REPO = resolve(import.meta.dirname, "../../../..");
 export const PARTITIONS = 2;
@@ -113,6 +114,20 @@ export class GuardProcess {
     const timer = setTimeout(() => p.kill("SIGKILL"), 30_000);
     await exited;
     clearTimeout(timer);
+  }
+
+  /** Removes the four private topics (a shared development broker keeps no litter). */
+  async deleteTopics(): Promise<void> {
+    const kafka = new kafkajs.Kafka({ brokers: [this.bootstrap], logLevel: kafkajs.logLevel.NOTHING });
+    const admin = kafka.admin();
+    try {
+      await admin.connect();
+      await admin.deleteTopics({ topics: ["events", "verdicts", "dlq", "state"].map((k) => `${this.name}-${k}`) });
+    } catch {
+      // already gone: nothing to clean
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
   }
 
   logTail(): string {

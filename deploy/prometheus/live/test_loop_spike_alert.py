@@ -154,6 +154,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
     finally:
         prom.stop()
         guard.stop()
+        guard.delete_topics()
 
 
 def healthy_session(client: Guard, n: int) -> None:

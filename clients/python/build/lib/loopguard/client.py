@@ -101,9 +101,7 @@ class Guard:
                 # it visible: a short wait keeps a committed verdict from sitting unseen.
                 "fetch.wait.max.ms": "10",
                 # librdkafka waits this long (500 ms by default) before fetching a partition
-                # again after some fetch outcomes; with read_committed verdicts, ~1 in 60
-                # sat unread for ~1 s in every run. At 10 ms those stalls went away
-                # (docs/benchmarks.md, "As the clients see it").
+                # again after a fetch error; a verdict must not wait for that.
                 "fetch.error.backoff.ms": "10",
                 **dict(cfg.kafka),
             },

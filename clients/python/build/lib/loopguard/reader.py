@@ -77,8 +77,8 @@ class VerdictReader:
                     self.restarts += 1
                 if consumer is None:
                     consumer = Consumer(self._config)
-                    # Learn the topic's leaders now: the first partition assigned later then
-                    # starts fetching at once instead of after a metadata round (~1 s).
+                    # Learn the topic's leaders now, so the first partition assigned later
+                    # starts fetching without a metadata round first.
                     consumer.list_topics(self._topic, timeout=5)
                     with self._lock:
                         parts = dict(self._position)
