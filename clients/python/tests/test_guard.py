@@ -56,6 +56,24 @@ def test_looping_agent_is_blocked_on_the_third_identical_call(guard: Guard) -> N
     assert guard.stats().background_errors == 0
 
 
+def test_read_uncommitted_is_an_option_and_sees_the_verdict_before_its_commit(guard_process: GuardProcess) -> None:
+    g = Guard(
+        guard_process.bootstrap,
+        events_topic=guard_process.events_topic,
+        verdicts_topic=guard_process.verdicts_topic,
+        read_uncommitted=True,
+    )
+    try:
+        s = g.session(sid("uncommitted"))
+        s.user_message("go")
+        loop_round(s, 1)
+        loop_round(s, 2)
+        v = loop_round(s, 3, deadline=WAIT)
+        assert v is not None and v.action is Action.BLOCK
+    finally:
+        g.close()
+
+
 def test_streamed_reasoning_is_steered_before_the_turn_ends(guard: Guard) -> None:
     s = guard.session(sid("reason"))
     s.user_message("Why does the test fail?")
