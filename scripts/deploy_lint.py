@@ -168,6 +168,18 @@ def check_rendered(manifests_path: str, rules_path: str) -> list[str]:
 
     for rule in kinds.get("PrometheusRule", []):
         expected = yaml.safe_load(Path(rules_path).read_text(encoding="utf-8"))
+        # The chart turns each docs/runbook.md#<anchor> into an absolute <runbookUrl>#<anchor>.
+        for group in rule["spec"].get("groups", []):
+            for r in group.get("rules", []):
+                annotations = r.get("annotations") or {}
+                if "runbook_url" not in annotations:
+                    continue
+                url = annotations["runbook_url"]
+                match = re.fullmatch(r"https?://[^\s#]+#([\w-]+)", url)
+                if not match:
+                    problems.append(f"PrometheusRule {r.get('alert')}: runbook_url {url!r} is not an absolute link")
+                else:
+                    annotations["runbook_url"] = f"docs/runbook.md#{match.group(1)}"
         if rule["spec"] != expected:
             problems.append("PrometheusRule spec differs from " + rules_path)
     for obj in kinds.get("ScaledObject", []) + kinds.get("HorizontalPodAutoscaler", []):

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of loopguard: unit, rule, golden, property and metric-name tests, the
 # integration tests against a real Apache Kafka broker (started here unless
-# KAFKA_BOOTSTRAP_SERVERS is set), and the deployment checks (promtool, helm).
+# KAFKA_BOOTSTRAP_SERVERS is set), the deployment checks (promtool, helm), the client
+# libraries' suites against that broker (Python venvs and npm, installed by the script) and
+# the alert rules on a live Prometheus (Debian's package, installed if missing).
 #
 #   scripts/test.sh
 set -euo pipefail
@@ -44,3 +46,9 @@ for d in yaml.safe_load_all(sys.stdin):
   target/debug/loopguard check-config "$out"
 done
 target/debug/loopguard check-config deploy/loopguard.toml
+
+echo "== client libraries (Python, TypeScript) against the broker and a real loopguard serve"
+scripts/clients-test.sh
+
+echo "== alerts on a live stack: a real Prometheus with the project's rules, scraping a real serve"
+scripts/alerts-live-test.sh

@@ -66,6 +66,21 @@ enum Command {
     },
     /// Load tool: produce a fleet workload at a rate and measure throughput and latency.
     Loadgen(loopguard::loadgen::LoadgenArgs),
+    /// The guard's Kafka topics.
+    #[command(subcommand)]
+    Topics(TopicsCommand),
+}
+
+#[derive(Subcommand)]
+enum TopicsCommand {
+    /// Create the events, verdicts, dead-letter and state topics (what exists is checked,
+    /// never altered).
+    Create {
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+        #[command(flatten)]
+        args: loopguard::cli::topics::CreateArgs,
+    },
 }
 
 fn load_config(path: Option<&str>) -> Result<Config, ExitCode> {
@@ -123,6 +138,18 @@ fn main() -> ExitCode {
         Command::Loadgen(args) => {
             telemetry();
             run_async(loopguard::loadgen::run(args))
+        }
+        Command::Topics(TopicsCommand::Create { config, args }) => {
+            let cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            run_async(async move {
+                for line in loopguard::cli::topics::create(cfg, &args).await? {
+                    println!("{line}");
+                }
+                Ok(())
+            })
         }
         Command::CheckConfig { file } => match load_config(Some(&file)) {
             Ok(_) => {

@@ -1,2 +1,4 @@
-//! Command-line front ends: replay, rules, check-config (service commands live in `service`).
+//! Command-line front ends: replay, rules, check-config, topics (service commands live in
+//! `service`).
 pub mod rules_table;
+pub mod topics;

@@ -13,7 +13,7 @@ use thiserror::Error;
 pub enum KafkaSetupError {
     #[error("kafka: {0}")]
     Client(#[from] rdkafka::error::KafkaError),
-    #[error("topic `{0}` does not exist (create it, partitioned like the events topic)")]
+    #[error("topic `{0}` does not exist: create the guard's topics with `loopguard topics create --partitions N` (same configuration)")]
     MissingTopic(String),
     #[error("topic `{topic}` has {found} partitions; it must match the events topic's {expected}")]
     PartitionMismatch {

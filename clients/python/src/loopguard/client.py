@@ -1,0 +1,511 @@
+"""`Guard` (one per process) and `Session` (one per agent conversation), synchronous flavour.
+
+A `Guard` owns one producer, a thread serving its delivery reports, and a `VerdictReader`.
+Sessions publish through it; verdicts come back to the session they belong to, once each
+(de-duplicated on `verdict_id`). Nothing a background thread does raises into the agent:
+problems go to `on_error` and the counters of `Guard.stats()`.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
+
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+
+from .reader import VerdictReader
+from .types import Evidence, Limits, Stats, Verdict
+from .validate import check_event
+
+log = logging.getLogger("loopguard")
+
+ErrorCallback = Callable[[str, BaseException], None]
+VerdictCallback = Callable[[Verdict], None]
+
+
+class GuardError(Exception):
+    """The guard's topics cannot be reached at start-up (the only error a `Guard` raises)."""
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    bootstrap_servers: str
+    events_topic: str = "agent-events"
+    verdicts_topic: str = "agent-verdicts"
+    # Copied onto every event: they select policy overrides and label the guard's metrics.
+    tenant: Optional[str] = None
+    agent: Optional[str] = None
+    model: Optional[str] = None
+    # How long `tool_call` waits for a verdict on the call before letting it run (seconds).
+    tool_call_deadline: float = 0.3
+    # False: only verdicts of committed transactions (the guard's exactly-once mode).
+    read_uncommitted: bool = False
+    # Extra librdkafka properties for both clients (SASL, TLS, client.id, ...).
+    kafka: Mapping[str, str] = field(default_factory=dict)
+    # Called with (where, exception) for every background problem; also logged and counted.
+    on_error: Optional[ErrorCallback] = None
+    # Verdict ids remembered for de-duplication.
+    dedupe_capacity: int = 100_000
+    startup_timeout: float = 10.0
+
+
+class _Waiter:
+    """One pending `tool_call`: resolved by the first verdict on its event."""
+
+    __slots__ = ("resolve",)
+
+    def __init__(self, resolve: Callable[[Verdict], None]):
+        self.resolve = resolve
+
+
+class Guard:
+    """The process-wide link to loopguard. Thread-safe; use one per process."""
+
+    def __init__(self, config: GuardConfig | str, **overrides: Any):
+        cfg = GuardConfig(bootstrap_servers=config, **overrides) if isinstance(config, str) else replace(config, **overrides)
+        self.config = cfg
+        self._lock = threading.Lock()
+        self._counts: Dict[str, int] = collections.Counter()
+        self._sessions: Dict[str, "SessionCore"] = {}
+        self._waiters: Dict[str, List[_Waiter]] = {}
+        self._seen: "collections.OrderedDict[str, None]" = collections.OrderedDict()
+        # librdkafka's own log lines (connection losses, retries) go to the "loopguard"
+        # logger instead of the process's stderr.
+        base: Dict[str, Any] = {"bootstrap.servers": cfg.bootstrap_servers, "logger": log, **dict(cfg.kafka)}
+        start = _start_offsets(base, cfg)
+        self._producer = Producer(
+            {
+                **base,
+                "enable.idempotence": "true",  # retries after a broker restart keep order
+                "linger.ms": "1",
+                **dict(cfg.kafka),  # the caller's settings win
+            }
+        )
+        self._stop = threading.Event()
+        self._reader = VerdictReader(
+            {
+                **base,
+                # Required by the client library for offset storage; nothing is ever
+                # committed and no group is joined (partitions are assigned directly).
+                "group.id": f"loopguard-reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": "false",
+                "enable.auto.offset.store": "false",
+                "isolation.level": "read_uncommitted" if cfg.read_uncommitted else "read_committed",
+                # A read_committed fetch wakes on new data, not on the commit marker that makes
+                # it visible: a short wait keeps a committed verdict from sitting unseen.
+                "fetch.wait.max.ms": "10",
+                # librdkafka waits this long (500 ms by default) before fetching a partition
+                # again after a fetch error; a verdict must not wait for that.
+                "fetch.error.backoff.ms": "10",
+                **dict(cfg.kafka),
+            },
+            cfg.verdicts_topic,
+            start,
+            self._on_record,
+            self._report,
+        )
+        self._poller = threading.Thread(target=self._serve_deliveries, name="loopguard-deliveries", daemon=True)
+        self._poller.start()
+
+    # ---- public -------------------------------------------------------------------------
+
+    def session(
+        self,
+        session_id: Optional[str] = None,
+        *,
+        on_verdict: Optional[VerdictCallback] = None,
+        tenant: Optional[str] = None,
+        agent: Optional[str] = None,
+        model: Optional[str] = None,
+    ) -> "Session":
+        """A handle for one agent conversation (a new random id when none is given)."""
+        core = self._core(session_id, tenant, agent, model)
+        return Session(core, on_verdict)
+
+    def stats(self) -> Stats:
+        with self._lock:
+            counts = dict(self._counts)
+        counts["reader_restarts"] = self._reader.restarts
+        return Stats(**counts)
+
+    def verdict_partitions(self) -> List[int]:
+        """The partitions of the verdicts topic the reader reads now."""
+        return sorted(self._reader.assigned())
+
+    def restart_reader(self) -> None:
+        """Reopens the verdict reader (it goes on where it stopped; nothing is delivered twice)."""
+        self._reader.restart()
+
+    def flush(self, timeout: float = 5.0) -> int:
+        """Waits until published events are acknowledged; returns how many are still queued."""
+        return self._producer.flush(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flushes events, stops the reader; pending `tool_call`s return None."""
+        if self._stop.is_set():
+            return
+        try:
+            self._producer.flush(timeout)
+        except Exception as e:
+            self._report("close", e)
+        self._stop.set()
+        self._poller.join(timeout)
+        self._reader.close(timeout)
+
+    def __enter__(self) -> "Guard":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- used by sessions ----------------------------------------------------------------
+
+    def _core(self, session_id: Optional[str], tenant: Optional[str], agent: Optional[str], model: Optional[str]) -> "SessionCore":
+        sid = session_id if session_id is not None else uuid.uuid4().hex
+        core = SessionCore(
+            self,
+            sid,
+            tenant if tenant is not None else self.config.tenant,
+            agent if agent is not None else self.config.agent,
+            model if model is not None else self.config.model,
+        )
+        with self._lock:
+            self._sessions[sid] = core
+        return core
+
+    def _publish(self, event: Dict[str, Any], waiter: Optional[_Waiter] = None) -> bool:
+        """Validates (raising `ValidationError`) and queues one event. False when Kafka refused
+        it at once (reported, counted): the agent goes on unguarded rather than failing."""
+        payload = check_event(event)
+        sid, eid = event["session_id"], event["event_id"]
+        if waiter is not None:
+            with self._lock:
+                self._waiters.setdefault(eid, []).append(waiter)
+        try:
+            self._producer.produce(
+                self.config.events_topic, key=sid.encode(), value=payload, on_delivery=self._delivered
+            )
+            return True
+        except (BufferError, KafkaException) as e:
+            self._count("events_failed")
+            self._report("publish", e)
+            if waiter is not None:
+                self._drop_waiter(eid, waiter)
+            return False
+
+    def _drop_waiter(self, event_id: str, waiter: _Waiter) -> None:
+        with self._lock:
+            ws = self._waiters.get(event_id)
+            if ws and waiter in ws:
+                ws.remove(waiter)
+                if not ws:
+                    del self._waiters[event_id]
+
+    def _forget(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    # ---- background ------------------------------------------------------------------------
+
+    def _serve_deliveries(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._producer.poll(0.1)
+            except Exception as e:
+                self._report("delivery reports", e)
+                self._stop.wait(0.1)
+
+    def _delivered(self, err: Any, msg: Message) -> None:
+        # Runs on the deliveries thread. It only records the partition: the reader thread
+        # assigns it (never call the consumer from here).
+        if err is not None:
+            self._count("events_failed")
+            self._report("delivery", KafkaException(err))
+            return
+        self._count("events_sent")
+        partition = msg.partition()
+        if partition is not None:
+            self._reader.want(partition)
+
+    def _on_record(self, msg: Message) -> None:
+        key = msg.key()
+        sid = key.decode(errors="replace") if key is not None else None
+        with self._lock:
+            core = self._sessions.get(sid) if sid is not None else None
+        if core is None:
+            self._count("verdicts_other_sessions")  # another process's session on this partition
+            return
+        try:
+            verdict = Verdict.from_wire(
+                json.loads(msg.value() or b"null"), msg.partition() or 0, msg.offset() or 0, time.time()
+            )
+        except (ValueError, TypeError) as e:
+            self._count("verdicts_invalid")
+            self._report("verdict decoding", e)
+            return
+        with self._lock:
+            if verdict.verdict_id in self._seen:
+                self._counts["verdicts_duplicate"] += 1
+                return
+            self._seen[verdict.verdict_id] = None
+            while len(self._seen) > self.config.dedupe_capacity:
+                self._seen.popitem(last=False)
+            self._counts["verdicts_delivered"] += 1
+            waiters = self._waiters.pop(verdict.event_id, [])
+        for w in waiters:
+            w.resolve(verdict)
+        core._deliver(verdict)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def _report(self, where: str, e: BaseException) -> None:
+        """Every background problem: logged, counted, handed to `on_error`; never raised."""
+        self._count("background_errors")
+        log.warning("loopguard %s: %s", where, e)
+        cb = self.config.on_error
+        if cb is not None:
+            try:
+                cb(where, e)
+            except Exception:
+                self._count("callback_errors")
+                log.exception("loopguard on_error callback failed")
+
+
+def _start_offsets(base: Dict[str, Any], cfg: GuardConfig) -> Dict[int, int]:
+    """Where each verdict partition ends now; checks that both topics exist."""
+    probe = Consumer({**base, "group.id": "loopguard-probe", "enable.auto.commit": "false"})
+    try:
+        try:
+            md = probe.list_topics(timeout=cfg.startup_timeout)
+        except KafkaException as e:
+            raise GuardError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {e}") from e
+        for topic in (cfg.events_topic, cfg.verdicts_topic):
+            t = md.topics.get(topic)
+            if t is None or t.error is not None or not t.partitions:
+                raise GuardError(
+                    f"topic `{topic}` does not exist on {cfg.bootstrap_servers}: "
+                    "create the guard's topics with `loopguard topics create --partitions N`"
+                )
+        start = {}
+        for p in md.topics[cfg.verdicts_topic].partitions:
+            _, high = probe.get_watermark_offsets(
+                TopicPartition(cfg.verdicts_topic, p), timeout=cfg.startup_timeout
+            )
+            start[p] = high
+        return start
+    finally:
+        probe.close()
+
+
+class SessionCore:
+    """What both session flavours share: ids, turn bookkeeping, received verdicts."""
+
+    def __init__(self, guard: Guard, session_id: str, tenant: Optional[str], agent: Optional[str], model: Optional[str]):
+        self.guard = guard
+        self.session_id = session_id
+        self.who = {k: v for k, v in (("tenant", tenant), ("agent", agent), ("model", model)) if v is not None}
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._turn = 0
+        self._turn_open = False
+        self._open_calls: Dict[str, Deque[str]] = collections.defaultdict(collections.deque)
+        self._listeners: List[VerdictCallback] = []
+        self.verdicts: Deque[Verdict] = collections.deque(maxlen=1000)
+        self._unread: Deque[Verdict] = collections.deque(maxlen=1000)
+        self._arrived = threading.Condition(self._lock)
+
+    def turn_id(self, explicit: Optional[str]) -> str:
+        with self._lock:
+            if explicit is not None:
+                return explicit
+            if not self._turn_open:
+                self._turn += 1
+                self._turn_open = True
+            return f"t{self._turn}"
+
+    def end_turn(self, explicit: Optional[str]) -> str:
+        with self._lock:
+            tid = explicit if explicit is not None else f"t{self._turn if self._turn_open else self._turn + 1}"
+            if explicit is None and not self._turn_open:
+                self._turn += 1
+            self._turn_open = False
+            return tid
+
+    def event(self, kind: str, fields: Dict[str, Any]) -> Dict[str, Any]:
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        return {
+            "v": 1,
+            "event_id": uuid.uuid4().hex,
+            "session_id": self.session_id,
+            "ts": int(time.time() * 1000),
+            "type": kind,
+            "seq": seq,
+            **self.who,
+            **{k: v for k, v in fields.items() if v is not None},
+        }
+
+    def open_call(self, tool: str, call_id: Optional[str]) -> str:
+        cid = call_id if call_id is not None else uuid.uuid4().hex[:16]
+        with self._lock:
+            self._open_calls[tool].append(cid)
+        return cid
+
+    def close_call(self, tool: str, call_id: Optional[str]) -> str:
+        with self._lock:
+            open_ = self._open_calls[tool]
+            if call_id is None:
+                if not open_:
+                    raise ValueError(f"call_id: no open call of `{tool}`; pass call_id")
+                return open_.popleft()
+            if call_id in open_:
+                open_.remove(call_id)
+            return call_id
+
+    def listen(self, cb: VerdictCallback) -> None:
+        with self._lock:
+            self._listeners.append(cb)
+
+    def unlisten(self, cb: VerdictCallback) -> None:
+        with self._lock:
+            if cb in self._listeners:
+                self._listeners.remove(cb)
+
+    def _deliver(self, verdict: Verdict) -> None:
+        with self._lock:
+            self.verdicts.append(verdict)
+            self._unread.append(verdict)
+            listeners = list(self._listeners)
+            self._arrived.notify_all()
+        for cb in listeners:
+            try:
+                cb(verdict)
+            except Exception as e:
+                self.guard._count("callback_errors")
+                self.guard._report("on_verdict callback", e)
+
+    def take(self, timeout: float) -> List[Verdict]:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not self._unread:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self._arrived.wait(left)
+            out = list(self._unread)
+            self._unread.clear()
+            return out
+
+
+class Session:
+    """One agent conversation. Methods publish one event each and return at once, except
+    `tool_call`, which waits up to its deadline for a verdict on the call."""
+
+    def __init__(self, core: SessionCore, on_verdict: Optional[VerdictCallback] = None):
+        self._core = core
+        if on_verdict is not None:
+            core.listen(on_verdict)
+
+    @property
+    def session_id(self) -> str:
+        return self._core.session_id
+
+    @property
+    def verdicts(self) -> List[Verdict]:
+        """Every verdict of this session so far (the last 1,000)."""
+        return list(self._core.verdicts)
+
+    def user_message(self, text: str, limits: Optional[Limits] = None) -> None:
+        extra = {"limits": limits.to_wire()} if limits is not None and limits.to_wire() else {}
+        self._send("user_message", {"text": text, **extra})
+
+    def tool_call(
+        self,
+        tool: str,
+        args: Any,
+        *,
+        call_id: Optional[str] = None,
+        turn_id: Optional[str] = None,
+        deadline: Optional[float] = None,
+    ) -> Optional[Verdict]:
+        """Publishes the call and waits up to `deadline` seconds (default: the guard's
+        `tool_call_deadline`) for a verdict on it. None: no verdict in time, run the tool.
+        A `block` or `abort` verdict: do not run it (see docs/integration.md)."""
+        core = self._core
+        wait = core.guard.config.tool_call_deadline if deadline is None else deadline
+        until = time.monotonic() + wait
+        cid = core.open_call(tool, call_id)
+        event = core.event("tool_call", {"turn_id": core.turn_id(turn_id), "call_id": cid, "tool": tool, "args": args})
+        done = threading.Event()
+        box: List[Verdict] = []
+
+        def resolve(v: Verdict) -> None:
+            box.append(v)
+            done.set()
+
+        waiter = _Waiter(resolve)
+        if not core.guard._publish(event, waiter):
+            return None
+        if not done.wait(max(0.0, until - time.monotonic())):
+            core.guard._drop_waiter(event["event_id"], waiter)
+            core.guard._count("tool_call_deadlines")
+            return box[0] if box else None
+        return box[0]
+
+    def tool_result(
+        self,
+        tool: str,
+        status: str = "ok",
+        *,
+        call_id: Optional[str] = None,
+        error: Optional[str] = None,
+        evidence: Optional[Evidence] = None,
+    ) -> None:
+        """The call finished. `call_id` defaults to the oldest unanswered call of `tool`."""
+        cid = self._core.close_call(tool, call_id)
+        fields: Dict[str, Any] = {"call_id": cid, "tool": tool, "status": status, "error": error}
+        if evidence is not None:
+            fields["evidence"] = evidence.to_wire()
+        self._send("tool_result", fields)
+
+    def reasoning(self, chunk: str, *, final: bool = False, turn_id: Optional[str] = None) -> None:
+        self._send("reasoning", {"turn_id": self._core.turn_id(turn_id), "text": chunk, "final": True if final else None})
+
+    def content(self, chunk: str, *, turn_id: Optional[str] = None) -> None:
+        self._send("content", {"turn_id": self._core.turn_id(turn_id), "text": chunk})
+
+    def assistant_message(self, text: str, *, turn_id: Optional[str] = None) -> None:
+        self._send("assistant_message", {"turn_id": self._core.turn_id(turn_id), "text": text})
+
+    def turn_end(self, *, turn_id: Optional[str] = None) -> None:
+        self._send("turn_end", {"turn_id": self._core.end_turn(turn_id)})
+
+    def compaction(self) -> None:
+        self._send("compaction", {})
+
+    def session_end(self) -> None:
+        """Tells the guard to forget the session; this handle receives nothing after it."""
+        self._send("session_end", {})
+        self._core.guard._forget(self.session_id)
+
+    def on_verdict(self, callback: VerdictCallback) -> None:
+        """Calls `callback` with each verdict of this session from now on (on the reader
+        thread: keep it short; an exception it raises is counted, never propagated)."""
+        self._core.listen(callback)
+
+    def take_verdicts(self, timeout: float = 0.0) -> List[Verdict]:
+        """Verdicts received since the last call, waiting up to `timeout` for the first one.
+        For streaming loops: check between chunks, apply a `steer` before the next one."""
+        return self._core.take(timeout)
+
+    def _send(self, kind: str, fields: Dict[str, Any]) -> None:
+        self._core.guard._publish(self._core.event(kind, fields))

@@ -1,0 +1,160 @@
+"""A broker restart under a running client: a private broker (scripts/kafka.sh on a free port
+pair, so the shared test broker is never touched) is stopped and started again on the same
+data, with a guard and a client attached. While it is down, `tool_call` fails open after
+its deadline and nothing raises; once it is back, the same client (and guard) carry on: a
+looping session is blocked again, and nothing was delivered twice."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from typing import Iterator, List
+
+import pytest
+
+from guardproc import GuardProcess, free_port
+from loopguard import Action, Guard
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+WAIT = 15.0
+
+
+def _port_pair() -> int:
+    """A port whose next one is free too (the broker's controller listener)."""
+    for _ in range(50):
+        port = free_port()
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+class Broker:
+    """A broker of scripts/kafka.sh that can be restarted on the same data."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.run_dir = REPO / "build" / "kafka" / f"run-{port}"
+        out = subprocess.run(
+            ["bash", str(REPO / "scripts" / "kafka.sh"), "start", str(port)], capture_output=True, text=True, timeout=180
+        )
+        assert out.returncode == 0, out.stderr
+        self.bootstrap = f"127.0.0.1:{port}"
+        pid = int((self.run_dir / "kafka.pid").read_text())
+        # The broker's own command line, to start it again exactly as kafka.sh did.
+        self.argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        self.proc_pid = pid
+
+    def stop(self) -> None:
+        os.kill(self.proc_pid, signal.SIGTERM)
+        until = time.monotonic() + 60
+        while time.monotonic() < until and pathlib.Path(f"/proc/{self.proc_pid}").exists():
+            status = pathlib.Path(f"/proc/{self.proc_pid}/status").read_text() if pathlib.Path(f"/proc/{self.proc_pid}/status").exists() else ""
+            if "State:\tZ" in status:
+                break
+            time.sleep(0.1)
+
+    def start_again(self) -> None:
+        log = open(self.run_dir / "stdout-restarted.log", "wb")
+        p = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc_pid = p.pid
+        (self.run_dir / "kafka.pid").write_text(f"{p.pid}\n")  # so kafka.sh stop finds it
+        until = time.monotonic() + 90
+        while time.monotonic() < until:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("broker did not come back")
+
+    def close(self) -> None:
+        subprocess.run(["bash", str(REPO / "scripts" / "kafka.sh"), "stop", str(self.port)], capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    b = Broker(_port_pair())
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def loop_until_blocked(session, tool: str) -> Action:
+    for n in range(3):
+        v = session.tool_call(tool, {"n": 1}, deadline=WAIT if n == 2 else 0.0)
+        session.turn_end()
+    assert v is not None, "no verdict"
+    return v.action
+
+
+@pytest.mark.timeout(400)
+def test_the_client_fails_open_while_the_broker_is_down_and_carries_on_after(broker: Broker, tmp_path: pathlib.Path) -> None:
+    guard_proc = GuardProcess(
+        bootstrap=broker.bootstrap,
+        name=f"restart-{uuid.uuid4().hex[:8]}",
+        workdir=tmp_path,
+        binary=os.environ.get("LOOPGUARD_BIN") or str(REPO / "target" / "debug" / "loopguard"),
+        admin_port=free_port(),
+    )
+    guard_proc.write_config()
+    guard_proc.create_topics()
+    guard_proc.start()
+    errors: List[str] = []
+    client = Guard(
+        broker.bootstrap,
+        events_topic=guard_proc.events_topic,
+        verdicts_topic=guard_proc.verdicts_topic,
+        on_error=lambda where, e: errors.append(where),
+    )
+    try:
+        before = client.session(f"before-{uuid.uuid4().hex[:8]}")
+        before.user_message("go")
+        assert loop_until_blocked(before, "status") is Action.BLOCK
+
+        broker.stop()
+        down = client.session(f"down-{uuid.uuid4().hex[:8]}")
+        down.user_message("go")  # queued in the client, not lost
+        for _ in range(3):
+            started = time.monotonic()
+            assert down.tool_call("status", {"n": 1}, deadline=0.3) is None
+            assert time.monotonic() - started < 0.45
+            down.turn_end()
+
+        broker.start_again()
+        after = None
+        action = None
+        until = time.monotonic() + 180
+        while action is not Action.BLOCK and time.monotonic() < until:
+            # The guard process may exit on losing its broker (that is the guard's business,
+            # and its orchestrator restarts it); the client must not depend on it.
+            if guard_proc.proc is None or guard_proc.proc.poll() is not None:
+                guard_proc.start(timeout=120)
+            after = client.session(f"after-{uuid.uuid4().hex[:8]}")
+            after.user_message("go")
+            try:
+                action = loop_until_blocked(after, "poll")
+            except AssertionError:
+                continue
+        assert action is Action.BLOCK, f"no verdict after the restart; stats {client.stats()}"
+        # What was published while the broker was down reached the guard after all.
+        until = time.monotonic() + WAIT
+        while not down.verdicts and time.monotonic() < until:
+            time.sleep(0.1)
+        assert [v.action for v in down.verdicts][:1] == [Action.BLOCK]
+        st = client.stats()
+        assert st.events_failed == 0, st
+        ids = [v.verdict_id for s in (before, down, after) if s is not None for v in s.verdicts]
+        assert len(ids) == len(set(ids))
+    finally:
+        client.close()
+        guard_proc.stop()

@@ -1,0 +1,464 @@
+/**
+ * `Guard` (one per process) and `Session` (one per agent conversation).
+ *
+ * A `Guard` owns one producer and a `VerdictReader`. Sessions publish through it; verdicts
+ * come back to the session they belong to, once each (de-duplicated on `verdict_id`).
+ * Nothing in the background throws into the agent: problems go to `onError` and the
+ * counters of `stats()`, and every publishing method resolves even when Kafka is down.
+ */
+import { randomUUID } from "node:crypto";
+import kafkajs from "kafkajs";
+import type { EachMessagePayload, Kafka, KafkaConfig, Producer } from "kafkajs";
+import { registerLz4 } from "./lz4.js";
+import { VerdictReader } from "./reader.js";
+import { emptyStats, evidenceToWire, parseVerdict } from "./types.js";
+import type { Evidence, Limits, Stats, Verdict } from "./types.js";
+import { checkEvent } from "./validate.js";
+
+export type ErrorCallback = (where: string, error: unknown) => void;
+export type VerdictCallback = (v: Verdict) => void;
+
+export class GuardError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "GuardError";
+  }
+}
+
+export interface GuardOptions {
+  brokers: string[];
+  eventsTopic?: string;
+  verdictsTopic?: string;
+  /** Copied onto every event: they select policy overrides and label the guard's metrics. */
+  tenant?: string;
+  agent?: string;
+  model?: string;
+  /** How long `toolCall` waits for a verdict on the call before letting it run. */
+  toolCallDeadlineMs?: number;
+  /** false (default): only verdicts of committed transactions (the guard's exactly-once). */
+  readUncommitted?: boolean;
+  /** Extra kafkajs client settings (ssl, sasl, clientId, ...). */
+  kafka?: Omit<KafkaConfig, "brokers">;
+  /** Called with (where, error) for every background problem; also counted. */
+  onError?: ErrorCallback;
+  /** Verdict ids remembered for de-duplication. */
+  dedupeCapacity?: number;
+}
+
+type Resolved = Required<Pick<GuardOptions, "eventsTopic" | "verdictsTopic" | "toolCallDeadlineMs" | "readUncommitted" | "dedupeCapacity">> &
+  GuardOptions;
+
+interface Queued {
+  value: string;
+  done: (partition: number | null) => void;
+}
+
+export class Guard {
+  private readonly waiters = new Map<string, Set<(v: Verdict) => void>>();
+  private readonly sessions = new Map<string, SessionCore>();
+  private readonly seen = new Set<string>();
+  private readonly counts: Stats = emptyStats();
+  private closed = false;
+
+  private constructor(
+    readonly options: Resolved,
+    private readonly kafka: Kafka,
+    private readonly producer: Producer,
+    private readonly reader: VerdictReader,
+  ) {}
+
+  /** Connects; throws `GuardError` when Kafka or the guard's topics cannot be reached. */
+  static async connect(options: GuardOptions): Promise<Guard> {
+    registerLz4();
+    const o: Resolved = {
+      eventsTopic: "agent-events",
+      verdictsTopic: "agent-verdicts",
+      toolCallDeadlineMs: 300,
+      readUncommitted: false,
+      dedupeCapacity: 100_000,
+      ...options,
+    };
+    const kafka = new kafkajs.Kafka({
+      clientId: "loopguard-client",
+      logLevel: kafkajs.logLevel.NOTHING,
+      ...o.kafka,
+      brokers: o.brokers,
+    });
+    const startOffsets = new Map<number, string>();
+    const admin = kafka.admin();
+    try {
+      await admin.connect();
+      const topics = await admin.listTopics();
+      for (const t of [o.eventsTopic, o.verdictsTopic])
+        if (!topics.includes(t))
+          throw new GuardError(
+            `topic \`${t}\` does not exist on ${o.brokers.join(",")}: create the guard's topics with \`loopguard topics create --partitions N\``,
+          );
+      for (const { partition, offset } of await admin.fetchTopicOffsets(o.verdictsTopic)) startOffsets.set(partition, offset);
+    } catch (e) {
+      throw e instanceof GuardError ? e : new GuardError(`cannot reach Kafka at ${o.brokers.join(",")}: ${String(e)}`);
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+    // Idempotent, one request in flight: retries after a broker restart keep each
+    // session's events in order.
+    // Retries for about a minute: a broker restart is waited out, not a lost event.
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: { retries: 12, initialRetryTime: 200, maxRetryTime: 5000 } });
+    let guard: Guard | undefined;
+    const reader = new VerdictReader(kafka, {
+      topic: o.verdictsTopic,
+      readUncommitted: o.readUncommitted,
+      startOffsets,
+      onRecord: (p) => guard?.onRecord(p),
+      onError: (where, e) => guard?.report(where, e),
+    });
+    guard = new Guard(o, kafka, producer, reader);
+    await producer.connect();
+    await reader.start();
+    return guard;
+  }
+
+  /** A handle for one agent conversation (a new random id when none is given). */
+  session(sessionId?: string, opts: { onVerdict?: VerdictCallback; tenant?: string; agent?: string; model?: string } = {}): Session {
+    const core = new SessionCore(this, sessionId ?? randomUUID().replaceAll("-", ""), {
+      tenant: opts.tenant ?? this.options.tenant,
+      agent: opts.agent ?? this.options.agent,
+      model: opts.model ?? this.options.model,
+    });
+    this.sessions.set(core.sessionId, core);
+    return new Session(core, opts.onVerdict);
+  }
+
+  stats(): Stats {
+    return { ...this.counts, readerRestarts: this.reader.restarts };
+  }
+
+  /** The partitions of the verdicts topic read now. */
+  verdictPartitions(): number[] {
+    return this.reader.partitions();
+  }
+
+  /** Reopens the verdict reader; it goes on where it stopped and delivers nothing twice. */
+  async restartReader(): Promise<void> {
+    await this.reader.restart();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of this.sessions.values()) await s.drained();
+    await this.reader.close();
+    await this.producer.disconnect().catch((e) => this.report("close", e));
+  }
+
+  // ---- used by sessions ----
+
+  /** Sends a session's queued events in one request; resolves with the partition (null
+   * when Kafka refused them: reported and counted, the agent goes on unguarded). */
+  async sendBatch(sessionId: string, batch: Queued[]): Promise<void> {
+    try {
+      const [meta] = await this.producer.send({
+        topic: this.options.eventsTopic,
+        messages: batch.map((q) => ({ key: sessionId, value: q.value })),
+      });
+      this.counts.eventsSent += batch.length;
+      this.reader.want(meta.partition);
+      for (const q of batch) q.done(meta.partition);
+    } catch (e) {
+      this.counts.eventsFailed += batch.length;
+      this.report("publish", e);
+      for (const q of batch) q.done(null);
+    }
+  }
+
+  addWaiter(eventId: string, w: (v: Verdict) => void): void {
+    let set = this.waiters.get(eventId);
+    if (set === undefined) this.waiters.set(eventId, (set = new Set()));
+    set.add(w);
+  }
+
+  dropWaiter(eventId: string, w: (v: Verdict) => void): void {
+    const set = this.waiters.get(eventId);
+    set?.delete(w);
+    if (set?.size === 0) this.waiters.delete(eventId);
+  }
+
+  forget(sessionId: string): void {
+    this.sessions.delete(sessionId);
+  }
+
+  count(name: keyof Stats): void {
+    this.counts[name] += 1;
+  }
+
+  report(where: string, e: unknown): void {
+    this.counts.backgroundErrors += 1;
+    const cb = this.options.onError;
+    if (cb === undefined) return;
+    try {
+      cb(where, e);
+    } catch {
+      this.counts.callbackErrors += 1;
+    }
+  }
+
+  private onRecord({ partition, message }: EachMessagePayload): void {
+    const core = message.key ? this.sessions.get(message.key.toString()) : undefined;
+    if (core === undefined) {
+      this.counts.verdictsOtherSessions += 1; // another process's session on this partition
+      return;
+    }
+    let v: Verdict;
+    try {
+      v = parseVerdict(JSON.parse(message.value?.toString() ?? "null"), partition, message.offset, Date.now());
+    } catch (e) {
+      this.counts.verdictsInvalid += 1;
+      this.report("verdict decoding", e);
+      return;
+    }
+    if (this.seen.has(v.verdictId)) {
+      this.counts.verdictsDuplicate += 1;
+      return;
+    }
+    this.seen.add(v.verdictId);
+    if (this.seen.size > this.options.dedupeCapacity) this.seen.delete(this.seen.values().next().value as string);
+    this.counts.verdictsDelivered += 1;
+    const ws = this.waiters.get(v.eventId);
+    this.waiters.delete(v.eventId);
+    for (const w of ws ?? []) w(v);
+    core.deliver(v);
+  }
+}
+
+/** What a session shares with its handle: ids, turns, the send queue, received verdicts. */
+class SessionCore {
+  private seq = 0;
+  private turn = 0;
+  private turnOpen = false;
+  private readonly openCalls = new Map<string, string[]>();
+  readonly listeners = new Set<VerdictCallback>();
+  readonly verdicts: Verdict[] = [];
+  private queue: Queued[] = [];
+  private sending: Promise<void> = Promise.resolve();
+  private pumping = false;
+
+  constructor(
+    readonly guard: Guard,
+    readonly sessionId: string,
+    private readonly who: { tenant?: string; agent?: string; model?: string },
+  ) {}
+
+  turnId(explicit?: string): string {
+    if (explicit !== undefined) return explicit;
+    if (!this.turnOpen) {
+      this.turn += 1;
+      this.turnOpen = true;
+    }
+    return `t${this.turn}`;
+  }
+
+  endTurn(explicit?: string): string {
+    if (explicit === undefined && !this.turnOpen) this.turn += 1;
+    const id = explicit ?? `t${this.turn}`;
+    this.turnOpen = false;
+    return id;
+  }
+
+  event(type: string, fields: Record<string, unknown>): Record<string, unknown> {
+    this.seq += 1;
+    const e: Record<string, unknown> = { v: 1, event_id: randomUUID().replaceAll("-", ""), session_id: this.sessionId, ts: Date.now(), type, seq: this.seq };
+    for (const [k, v] of Object.entries({ ...this.who, ...fields })) if (v !== undefined) e[k] = v;
+    return e;
+  }
+
+  openCall(tool: string, callId?: string): string {
+    const id = callId ?? randomUUID().replaceAll("-", "").slice(0, 16);
+    const list = this.openCalls.get(tool) ?? [];
+    list.push(id);
+    this.openCalls.set(tool, list);
+    return id;
+  }
+
+  closeCall(tool: string, callId?: string): string {
+    const list = this.openCalls.get(tool) ?? [];
+    if (callId === undefined) {
+      const first = list.shift();
+      if (first === undefined) throw new Error(`call_id: no open call of \`${tool}\`; pass callId`);
+      return first;
+    }
+    const i = list.indexOf(callId);
+    if (i >= 0) list.splice(i, 1);
+    return callId;
+  }
+
+  /** Validates (throwing `ValidationError`) and queues one event; resolves with its
+   * partition once acknowledged (null if it could not be sent). Events of a session go out
+   * in order, those queued during a send together in the next one. */
+  publish(event: Record<string, unknown>): Promise<number | null> {
+    const value = checkEvent(event);
+    return new Promise((done) => {
+      this.queue.push({ value, done });
+      if (!this.pumping) this.sending = this.pump();
+    });
+  }
+
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    while (this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      await this.guard.sendBatch(this.sessionId, batch);
+    }
+    this.pumping = false;
+  }
+
+  async drained(): Promise<void> {
+    while (this.pumping) await this.sending;
+  }
+
+  deliver(v: Verdict): void {
+    this.verdicts.push(v);
+    if (this.verdicts.length > 1000) this.verdicts.shift();
+    for (const cb of this.listeners) {
+      try {
+        cb(v);
+      } catch (e) {
+        this.guard.count("callbackErrors");
+        this.guard.report("onVerdict callback", e);
+      }
+    }
+  }
+}
+
+/** One agent conversation. Each method publishes one event and resolves once Kafka has it
+ * (never rejecting for Kafka's sake), except `toolCall`, which also waits up to its
+ * deadline for a verdict on the call. */
+export class Session {
+  constructor(
+    private readonly core: SessionCore,
+    onVerdict?: VerdictCallback,
+  ) {
+    if (onVerdict !== undefined) core.listeners.add(onVerdict);
+  }
+
+  get sessionId(): string {
+    return this.core.sessionId;
+  }
+
+  /** Every verdict of this session so far (the last 1,000). */
+  get verdicts(): readonly Verdict[] {
+    return this.core.verdicts;
+  }
+
+  async userMessage(text: string, opts: { limits?: Limits } = {}): Promise<void> {
+    const limits = opts.limits?.maxToolRounds !== undefined ? { max_tool_rounds: opts.limits.maxToolRounds } : undefined;
+    await this.core.publish(this.core.event("user_message", { text, limits }));
+  }
+
+  /** Publishes the call and waits up to `deadlineMs` (default: the guard's
+   * `toolCallDeadlineMs`) for a verdict on it. null: none in time, run the tool. A `block`
+   * or `abort` verdict: do not run it (see docs/integration.md). */
+  async toolCall(tool: string, args: unknown, opts: { callId?: string; turnId?: string; deadlineMs?: number } = {}): Promise<Verdict | null> {
+    const started = Date.now();
+    const wait = opts.deadlineMs ?? this.core.guard.options.toolCallDeadlineMs;
+    const callId = this.core.openCall(tool, opts.callId);
+    const event = this.core.event("tool_call", { turn_id: this.core.turnId(opts.turnId), call_id: callId, tool, args });
+    const eventId = event.event_id as string;
+    let resolveVerdict: (v: Verdict | null) => void = () => undefined;
+    const verdict = new Promise<Verdict | null>((r) => (resolveVerdict = r));
+    const waiter = (v: Verdict) => resolveVerdict(v);
+    // Validates (throwing before anything is registered) and queues the event; no verdict
+    // can arrive before this synchronous code returns, so registering after is safe.
+    const sent = this.core.publish(event);
+    this.core.guard.addWaiter(eventId, waiter);
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
+    const timeout = new Promise<null>(
+      (r) =>
+        (timer = setTimeout(() => {
+          timedOut = true;
+          r(null);
+        }, Math.max(0, started + wait - Date.now()))),
+    );
+    // The verdict can be read before this producer has its acknowledgement: wait for
+    // whichever comes first, and stop at once (fail open) if the event could not be sent.
+    const unsent = sent.then((p) => (p === null ? null : new Promise<never>(() => undefined)));
+    try {
+      const got = await Promise.race([verdict, timeout, unsent]);
+      if (got === null && timedOut) this.core.guard.count("toolCallDeadlines");
+      return got;
+    } finally {
+      clearTimeout(timer);
+      this.core.guard.dropWaiter(eventId, waiter);
+    }
+  }
+
+  /** The call finished. `callId` defaults to the oldest unanswered call of `tool`. */
+  async toolResult(tool: string, opts: { status?: "ok" | "error"; callId?: string; error?: string; evidence?: Evidence } = {}): Promise<void> {
+    const callId = this.core.closeCall(tool, opts.callId);
+    await this.core.publish(
+      this.core.event("tool_result", {
+        call_id: callId,
+        tool,
+        status: opts.status ?? "ok",
+        error: opts.error,
+        evidence: opts.evidence === undefined ? undefined : evidenceToWire(opts.evidence),
+      }),
+    );
+  }
+
+  async reasoning(chunk: string, opts: { final?: boolean; turnId?: string } = {}): Promise<void> {
+    await this.core.publish(this.core.event("reasoning", { turn_id: this.core.turnId(opts.turnId), text: chunk, final: opts.final ? true : undefined }));
+  }
+
+  async content(chunk: string, opts: { turnId?: string } = {}): Promise<void> {
+    await this.core.publish(this.core.event("content", { turn_id: this.core.turnId(opts.turnId), text: chunk }));
+  }
+
+  async assistantMessage(text: string, opts: { turnId?: string } = {}): Promise<void> {
+    await this.core.publish(this.core.event("assistant_message", { turn_id: this.core.turnId(opts.turnId), text }));
+  }
+
+  async turnEnd(opts: { turnId?: string } = {}): Promise<void> {
+    await this.core.publish(this.core.event("turn_end", { turn_id: this.core.endTurn(opts.turnId) }));
+  }
+
+  async compaction(): Promise<void> {
+    await this.core.publish(this.core.event("compaction", {}));
+  }
+
+  /** Tells the guard to forget the session; this handle receives nothing after it. */
+  async sessionEnd(): Promise<void> {
+    await this.core.publish(this.core.event("session_end", {}));
+    this.core.guard.forget(this.sessionId);
+  }
+
+  /** Adds a callback for this session's verdicts; returns a function that removes it. */
+  onVerdict(cb: VerdictCallback): () => void {
+    this.core.listeners.add(cb);
+    return () => this.core.listeners.delete(cb);
+  }
+
+  /** Every verdict of the session from now on, as it arrives; stop with `break` or `signal`. */
+  async *stream(signal?: AbortSignal): AsyncGenerator<Verdict> {
+    const queue: Verdict[] = [];
+    let wake: (() => void) | undefined;
+    const off = this.onVerdict((v) => {
+      queue.push(v);
+      wake?.();
+    });
+    const aborted = new Promise<void>((r) => signal?.addEventListener("abort", () => r(), { once: true }));
+    try {
+      while (!signal?.aborted) {
+        const next = queue.shift();
+        if (next !== undefined) {
+          yield next;
+          continue;
+        }
+        await Promise.race([new Promise<void>((r) => (wake = r)), aborted]);
+      }
+    } finally {
+      off();
+    }
+  }
+}

@@ -1,0 +1,96 @@
+/** Checks an event against the contract's limits before it is published: the guard would
+ * dead-letter it unjudged; an exception here names the field at the line that built it. */
+
+export const MAX_EVENT_ID = 128;
+export const MAX_SESSION_ID = 256;
+export const MAX_NAME = 256;
+export const MAX_EVIDENCE_STRING = 1024;
+/** Kafka's default largest record is 1 MiB; room is left for the key and overhead. */
+export const MAX_EVENT_BYTES = 1_000_000;
+const EFFECTS = ["mutation", "read", "none", "unknown"];
+const TURN_TYPES = ["assistant_message", "tool_call", "reasoning", "content", "turn_end"];
+
+/** An event breaks the contract; `field` names the offending field. */
+export class ValidationError extends Error {
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
+    super(`${field}: ${problem}`);
+    this.name = "ValidationError";
+  }
+}
+
+type Event = Record<string, unknown>;
+
+function checkString(e: Event, name: string, lo: number, hi: number, required: boolean, label = name): void {
+  const v = e[name];
+  if (v === undefined || v === null) {
+    if (required) throw new ValidationError(label, "is required");
+    return;
+  }
+  if (typeof v !== "string") throw new ValidationError(label, `must be a string, not ${typeof v}`);
+  if (v.length < lo || v.length > hi) throw new ValidationError(label, `must be ${lo}..${hi} characters (got ${v.length})`);
+}
+
+/** Validates `event`; returns its JSON encoding, ready to publish. */
+export function checkEvent(e: Event): string {
+  if (e.v !== 1) throw new ValidationError("v", "must be 1");
+  checkString(e, "event_id", 1, MAX_EVENT_ID, true);
+  checkString(e, "session_id", 1, MAX_SESSION_ID, true);
+  if (!(typeof e.ts === "string" || Number.isInteger(e.ts)))
+    throw new ValidationError("ts", "must be epoch milliseconds (integer) or an RFC 3339 string");
+  checkString(e, "type", 1, MAX_NAME, true);
+  const kind = e.type as string;
+  checkString(e, "turn_id", 1, MAX_NAME, TURN_TYPES.includes(kind));
+  for (const name of ["tenant", "agent", "model"]) checkString(e, name, 0, MAX_NAME, false);
+  if (["user_message", "assistant_message", "reasoning", "content"].includes(kind))
+    checkString(e, "text", 0, MAX_EVENT_BYTES, true);
+  if (kind === "user_message" && e.limits !== undefined) {
+    const rounds = (e.limits as Record<string, unknown>).max_tool_rounds;
+    if (rounds !== undefined && !(Number.isInteger(rounds) && (rounds as number) >= 1))
+      throw new ValidationError("limits.max_tool_rounds", "must be an integer >= 1");
+  }
+  if (kind === "tool_call" || kind === "tool_result") {
+    checkString(e, "call_id", 1, MAX_NAME, true);
+    checkString(e, "tool", 1, MAX_NAME, true);
+  }
+  if (kind === "tool_call" && !("args" in e)) throw new ValidationError("args", "is required (any JSON value)");
+  if (kind === "tool_result") {
+    if (e.status !== "ok" && e.status !== "error") throw new ValidationError("status", "must be 'ok' or 'error'");
+    if (e.error !== undefined && typeof e.error !== "string") throw new ValidationError("error", "must be a string");
+    if (e.evidence !== undefined) checkEvidence(e.evidence as Event);
+  }
+  let json: string;
+  try {
+    json = JSON.stringify(e);
+  } catch (err) {
+    throw new ValidationError(kind === "tool_call" ? "args" : "event", `is not JSON-serializable (${String(err)})`);
+  }
+  const bytes = Buffer.byteLength(json);
+  if (bytes > MAX_EVENT_BYTES)
+    throw new ValidationError(
+      kind === "tool_call" ? "args" : "text" in e ? "text" : "event",
+      `makes the event ${bytes} bytes; at most ${MAX_EVENT_BYTES} fit a Kafka record`,
+    );
+  return json;
+}
+
+function checkEvidence(ev: Event): void {
+  if (typeof ev !== "object" || ev === null) throw new ValidationError("evidence", "must be an object");
+  if (ev.effect !== undefined && !EFFECTS.includes(ev.effect as string))
+    throw new ValidationError("evidence.effect", `must be one of ${EFFECTS.join(", ")}`);
+  for (const name of ["resource", "state_before", "state_after", "output_hash"])
+    checkString(ev, name, 0, MAX_EVIDENCE_STRING, false, `evidence.${name}`);
+  const rr = ev.read_range;
+  if (rr !== undefined) {
+    const ok =
+      Array.isArray(rr) &&
+      rr.length === 2 &&
+      rr.every((x) => Number.isInteger(x) && x >= 0) &&
+      (rr[0] as number) <= (rr[1] as number);
+    if (!ok) throw new ValidationError("evidence.read_range", "must be [start, end], integers, 0 <= start <= end");
+  }
+  if (ev.new_info !== undefined && typeof ev.new_info !== "boolean")
+    throw new ValidationError("evidence.new_info", "must be a boolean");
+}

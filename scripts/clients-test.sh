@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The client libraries' test suites (clients/python, clients/typescript) against the real
+# broker at KAFKA_BOOTSTRAP_SERVERS and real `loopguard serve` processes that the suites
+# start and stop themselves. Installs what they need: a venv per tested confluent-kafka
+# version under build/, `npm ci` for the TypeScript client. Event-to-verdict latencies as
+# the clients see them go to build/client-latency-*.json.
+#
+#   KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:19092 scripts/clients-test.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+: "${KAFKA_BOOTSTRAP_SERVERS:?set KAFKA_BOOTSTRAP_SERVERS (scripts/test.sh starts a broker)}"
+export KAFKA_BOOTSTRAP_SERVERS
+export LOOPGUARD_BIN="${LOOPGUARD_BIN:-$PWD/target/debug/loopguard}"
+[ -x "$LOOPGUARD_BIN" ] || cargo build --locked -q
+mkdir -p build
+
+# The TypeScript package first: `npm ci` builds dist/, which docs/integration.md's
+# TypeScript blocks (run by the Python suite's doc test) import.
+(cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error)
+
+# Both ends of the supported range (pyproject.toml): 2.16 is the release whose delivery
+# callback hangs a consumer call made from it, the pattern this client avoids. The doc
+# test (every block of docs/integration.md), mypy, the LangChain adapter's test and the broker
+# restart (a private broker of its own) run once, with the newest.
+for ck in 2.16.1 2.15.1; do
+  venv="build/pyclient-$ck"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  extras=test; [ "$ck" != 2.16.1 ] || extras=test,langchain  # the LangChain adapter: tested once
+  "$venv/bin/pip" install -q --disable-pip-version-check "confluent-kafka==$ck" "./clients/python[$extras]"
+  echo "-- python client, confluent-kafka $ck"
+  only_once=(); [ "$ck" = 2.16.1 ] || only_once=(--ignore=tests/test_integration_doc.py --ignore=tests/test_langchain.py \
+    --ignore=tests/test_broker_restart.py)
+  [ "$ck" != 2.16.1 ] || (cd clients/python && "../../$venv/bin/mypy" --strict --no-error-summary src/loopguard)
+  (cd clients/python && LOOPGUARD_LATENCY_OUT="$PWD/../../build/client-latency-python-$ck.json" \
+    "../../$venv/bin/python" -m pytest -q -p no:cacheprovider "${only_once[@]}")
+done
+
+echo "-- typescript client"
+(cd clients/typescript && LOOPGUARD_LATENCY_OUT="$PWD/../../build/client-latency-typescript.json" npm test --silent)
+cat build/client-latency-*.json
