@@ -598,8 +598,37 @@ impl Worker {
             let offset = offset.map_or(Offset::Beginning, Offset::Offset);
             seek.add_partition_offset(&self.cfg.kafka.events_topic, p, offset)?;
         }
-        consumer.seek_partitions(seek, Duration::from_secs(10))?;
-        Ok(())
+        seek_with_retries(consumer, seek)
+    }
+}
+
+/// Seeks the consumer back, retrying while librdkafka refuses (`_INVALID_ARG` while a
+/// partition's fetcher restarts, e.g. after a broker restart): the rewind must happen, and
+/// giving up would stop the guard. Gives up after about 10 s.
+fn seek_with_retries<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    seek: TopicPartitionList,
+) -> Result<(), KafkaError> {
+    let mut attempt = 0;
+    loop {
+        let result = consumer
+            .seek_partitions(seek.clone(), Duration::from_secs(10))
+            .and_then(|done| {
+                // A partition's own error counts as a refusal of the whole seek.
+                match done.elements().iter().find_map(|e| e.error().err()) {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
+            });
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < 20 => {
+                attempt += 1;
+                tracing::warn!(error = %e, attempt, "seek refused, retrying");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
