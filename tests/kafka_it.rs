@@ -418,17 +418,9 @@ async fn poison_records_are_dead_lettered_and_the_canary_behind_each_gets_its_ve
     let c4 = canary("canary-4", 4);
     env.produce_to(&c4, p).await;
 
-    let cfg = env.config("");
-    let mut guard = env.spawn_guard(&cfg, "a");
-    assert!(
-        env.wait_committed(Duration::from_secs(120)),
-        "partition stalled"
-    );
-    let dlq = env.read_all(&env.topic("dlq"));
-    let got = env.verdicts();
-    guard.kill().ok();
-    guard.wait().ok();
-    let log = env.log_of("a");
+    let run = env.run_until_committed(&env.config(""), "a");
+    assert!(run.committed, "partition stalled");
+    let (dlq, got, log) = (run.dlq, run.verdicts, run.log);
 
     let by_offset: std::collections::BTreeMap<i64, &Record> = dlq
         .iter()
@@ -509,17 +501,9 @@ async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partiti
     let after = canary("canary-1", 6);
     env.produce_to(&after, p).await;
     // dlq_max_bytes above the topic's limit: the guard cannot know, the broker refuses.
-    let cfg = env.config("max_record_retries = 3");
-    let mut guard = env.spawn_guard(&cfg, "a");
-    assert!(
-        env.wait_committed(Duration::from_secs(120)),
-        "partition stalled"
-    );
-    let dlq = env.read_all(&env.topic("dlq"));
-    let got = env.verdicts();
-    guard.kill().ok();
-    guard.wait().ok();
-    let log = env.log_of("a");
+    let run = env.run_until_committed(&env.config("max_record_retries = 3"), "a");
+    assert!(run.committed, "partition stalled");
+    let (dlq, got, log) = (run.dlq, run.verdicts, run.log);
     assert_eq!(dlq.len(), 1, "{dlq:?}");
     let (_, key, payload, h) = &dlq[0];
     assert_eq!(h["loopguard-error-reason"], "retry_limit");

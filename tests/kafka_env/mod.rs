@@ -48,6 +48,15 @@ pub type Record = (
     BTreeMap<String, String>,
 );
 
+/// What one guard run wrote and logged (`Env::run_until_committed`).
+pub struct GuardRun {
+    /// The group committed through the end of the events topic in time.
+    pub committed: bool,
+    pub dlq: Vec<Record>,
+    pub verdicts: Vec<(i32, Verdict)>,
+    pub log: String,
+}
+
 /// One test's private topics, group and config file.
 pub struct Env {
     pub bootstrap: String,
@@ -413,6 +422,23 @@ impl Env {
     }
 
     /// A guard's whole log.
+    /// Runs one guard `instance` with `config` until its group has committed the whole
+    /// events topic (or two minutes pass), then stops it; what it wrote and logged.
+    pub fn run_until_committed(&self, config: &str, instance: &str) -> GuardRun {
+        let mut guard = self.spawn_guard(config, instance);
+        let committed = self.wait_committed(Duration::from_secs(120));
+        let dlq = self.read_all(&self.topic("dlq"));
+        let verdicts = self.verdicts();
+        guard.kill().ok();
+        guard.wait().ok();
+        GuardRun {
+            committed,
+            dlq,
+            verdicts,
+            log: self.log_of(instance),
+        }
+    }
+
     pub fn log_of(&self, instance: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("guard-{instance}.log")))
             .unwrap_or_default()
