@@ -322,7 +322,24 @@ fn create(cfg: &Config, instance: &str) -> KafkaResult<GuardProducer> {
     if cfg.kafka.delivery == Delivery::ExactlyOnce {
         producer.init_transactions(TXN_TIMEOUT)?;
     }
+    warm_up(&producer, cfg);
     Ok(producer)
+}
+
+/// Fetches the metadata of every topic the guard writes before its first batch: a topic
+/// first produced to is otherwise unknown until librdkafka's next metadata refresh, and the
+/// first verdict after a start waited for it (~1 s; docs/benchmarks.md). Failures only cost
+/// that wait again, so they are logged, not returned.
+fn warm_up(producer: &GuardProducer, cfg: &Config) {
+    let k = &cfg.kafka;
+    for topic in [&k.verdicts_topic, &k.dlq_topic, &k.state_topic] {
+        if let Err(e) = producer
+            .client()
+            .fetch_metadata(Some(topic), Duration::from_secs(5))
+        {
+            tracing::warn!(topic = %topic, error = %e, "topic metadata not fetched ahead");
+        }
+    }
 }
 
 /// Repeats a transactional call while librdkafka says the same call may be repeated.
