@@ -264,10 +264,15 @@ impl Env {
     }
 
     pub fn consumer(&self, group: &str) -> BaseConsumer {
+        self.consumer_at(group, "read_committed")
+    }
+
+    /// A consumer with the given `isolation.level`.
+    pub fn consumer_at(&self, group: &str, isolation: &str) -> BaseConsumer {
         ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .set("group.id", group)
-            .set("isolation.level", "read_committed")
+            .set("isolation.level", isolation)
             .set("auto.offset.reset", "earliest")
             .set("enable.auto.commit", "false")
             .create()
@@ -276,7 +281,14 @@ impl Env {
 
     /// Every record of `topic` (read_committed) with its partition and headers.
     pub fn read_all(&self, topic: &str) -> Vec<Record> {
-        let c = self.consumer(&format!("{}-reader-{}", self.name, rand_suffix()));
+        self.read_all_at(topic, "read_committed")
+    }
+
+    /// Every record of `topic` at the given isolation level (read_uncommitted also returns
+    /// the records of aborted and still open transactions).
+    pub fn read_all_at(&self, topic: &str, isolation: &str) -> Vec<Record> {
+        let group = format!("{}-reader-{}", self.name, rand_suffix());
+        let c = self.consumer_at(&group, isolation);
         let mut out = Vec::new();
         let mut tpl = TopicPartitionList::new();
         let mut ends = BTreeMap::new();
@@ -337,6 +349,21 @@ impl Env {
             .into_iter()
             .filter_map(|(p, _, v, _)| Some((p, serde_json::from_slice(&v?).unwrap())))
             .collect()
+    }
+
+    /// The verdicts as a low-latency runtime reads them: read_uncommitted (aborted and
+    /// re-run transactions included), the first of each `verdict_id` kept. Also returns how
+    /// many records the raw stream had.
+    pub fn verdicts_uncommitted_deduplicated(&self) -> (Vec<(i32, Verdict)>, usize) {
+        let raw = self.read_all_at(&self.topic("verdicts"), "read_uncommitted");
+        let total = raw.len();
+        let mut seen = BTreeSet::new();
+        let kept = raw
+            .into_iter()
+            .filter_map(|(p, _, v, _)| Some((p, serde_json::from_slice::<Verdict>(&v?).unwrap())))
+            .filter(|(_, v)| seen.insert(v.verdict_id.clone()))
+            .collect();
+        (kept, total)
     }
 
     /// Waits until the guard's group has committed every event.
