@@ -41,13 +41,20 @@ pub enum Mode {
         duration: u64,
         #[arg(long, default_value_t = 200)]
         sessions: usize,
+        /// How the verdicts are read: `committed` (read_committed) or `uncommitted`
+        /// (read_uncommitted, de-duplicated on `verdict_id`: the low-latency path).
+        #[arg(long, value_enum, default_value_t = Isolation::Committed)]
+        isolation: Isolation,
     },
-    /// Write `events` fleet events as fast as the broker takes them.
+    /// Write `events` fleet events as fast as the broker takes them, or the events of a
+    /// JSONL file (`dump`'s output), each keyed by its session.
     Preload {
         #[arg(long, default_value_t = 500_000)]
         events: usize,
         #[arg(long, default_value_t = 2000)]
         sessions: usize,
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
     },
     /// Wait for consumer group `group` to commit through the end of the events topic;
     /// report its rate.
@@ -69,6 +76,21 @@ pub enum Mode {
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Isolation {
+    Committed,
+    Uncommitted,
+}
+
+impl Isolation {
+    fn level(self) -> &'static str {
+        match self {
+            Isolation::Committed => "read_committed",
+            Isolation::Uncommitted => "read_uncommitted",
+        }
+    }
 }
 
 fn now_ms() -> i64 {
@@ -127,6 +149,47 @@ fn produce(
     Ok((sent, started.elapsed()))
 }
 
+/// Publishes every line of a JSONL file of events as it is, keyed by its `session_id`.
+fn preload_file(args: &LoadgenArgs, file: &std::path::Path) -> anyhow::Result<(usize, Duration)> {
+    use rdkafka::producer::BaseRecord;
+    use std::io::BufRead;
+    let producer: BaseProducer = client(&args.bootstrap_servers)
+        .set("linger.ms", "5")
+        .set("batch.num.messages", "10000")
+        .set("queue.buffering.max.messages", "500000")
+        .create()?;
+    #[derive(serde::Deserialize)]
+    struct Keyed<'a> {
+        #[serde(borrow)]
+        session_id: &'a str,
+    }
+    let started = Instant::now();
+    let mut n = 0usize;
+    for line in std::io::BufReader::new(std::fs::File::open(file)?).lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let key = serde_json::from_str::<Keyed<'_>>(&line)?
+            .session_id
+            .to_string();
+        let mut record = BaseRecord::to(&args.events_topic).key(&key).payload(&line);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, r)) => {
+                    producer.poll(Duration::from_millis(5));
+                    record = r;
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+        n += 1;
+    }
+    producer.flush(Duration::from_secs(60))?;
+    Ok((n, started.elapsed()))
+}
+
 fn end_offsets(c: &BaseConsumer, topic: &str) -> anyhow::Result<Vec<(i32, i64)>> {
     let md = c.fetch_metadata(Some(topic), Duration::from_secs(10))?;
     let parts: Vec<i32> = md
@@ -168,7 +231,22 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                 round += 1;
             }
         }
-        Mode::Preload { events, sessions } => {
+        Mode::Preload {
+            file: Some(file), ..
+        } => {
+            let (n, t) = preload_file(args, file)?;
+            println!(
+                "preload: {n} events of {} in {:.2} s ({:.0} events/s)",
+                file.display(),
+                t.as_secs_f64(),
+                n as f64 / t.as_secs_f64()
+            );
+        }
+        Mode::Preload {
+            events,
+            sessions,
+            file: None,
+        } => {
             let (n, t) = produce(args, 0, *sessions, *events, &AtomicBool::new(false))?;
             println!(
                 "preload: {n} events in {:.2} s ({:.0} events/s)",
@@ -248,6 +326,7 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             rate,
             duration,
             sessions,
+            isolation,
         } => {
             let stop = Arc::new(AtomicBool::new(false));
             let c: BaseConsumer = client(&args.bootstrap_servers)
@@ -260,7 +339,7 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                 .set("fetch.wait.max.ms", "5")
                 .set("auto.offset.reset", "latest")
                 .set("enable.auto.commit", "false")
-                .set("isolation.level", "read_committed")
+                .set("isolation.level", isolation.level())
                 .create()?;
             c.subscribe(&[&args.verdicts_topic])?;
             let warm = Instant::now();
@@ -281,6 +360,9 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                 })
             };
             let mut hist = hdrhistogram::Histogram::<u64>::new(3)?;
+            // read_uncommitted: a verdict of an aborted batch is written again when the batch
+            // is redone (same verdict_id); the runtime keeps the first.
+            let (mut seen, mut duplicates) = (std::collections::HashSet::new(), 0u64);
             // Event time to the guard writing the verdict (before its commit).
             let mut in_guard = hdrhistogram::Histogram::<u64>::new(3)?;
             // Until the producer is done, then 2 s for the last verdicts.
@@ -294,6 +376,10 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                         .payload()
                         .and_then(|p| serde_json::from_slice::<Verdict>(p).ok())
                     {
+                        if !seen.insert(v.verdict_id.clone()) {
+                            duplicates += 1;
+                            continue;
+                        }
                         if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&v.ts) {
                             hist.record((now_ms() - t.timestamp_millis()).max(0) as u64)?;
                             let emitted = v
@@ -314,7 +400,8 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                 .join()
                 .map_err(|_| anyhow::anyhow!("producer panicked"))??;
             println!(
-                "latency: sent {sent} events in {:.1} s ({:.0}/s); {} verdicts; event-to-verdict ms p50 {} p90 {} p99 {} max {}",
+                "latency ({}): sent {sent} events in {:.1} s ({:.0}/s); {} verdicts ({duplicates} duplicates dropped); event-to-verdict ms p50 {} p90 {} p99 {} max {}",
+                isolation.level(),
                 took.as_secs_f64(),
                 sent as f64 / took.as_secs_f64(),
                 hist.len(),
