@@ -127,7 +127,7 @@ pub async fn run(
     let cfg = Arc::new(cfg);
     let guard = {
         let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
-        std::thread::spawn(move || service::run_consumer(cfg, shared, stop))
+        std::thread::spawn(move || service::run_stream_threads(cfg, shared, stop))
     };
     let viewer = {
         let (cfg, stop) = (cfg.clone(), stop.clone());

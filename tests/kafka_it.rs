@@ -503,7 +503,8 @@ async fn poison_records_are_dead_lettered_and_the_canary_behind_each_gets_its_ve
 /// A dead letter the broker refuses though the guard took it to fit (the dead-letter
 /// topic's limit is below the configured one): the batch fails, the record is retried
 /// alone, and after `max_record_retries` failures it is dead-lettered minimally and the
-/// partition moves on; the canary behind it gets its verdicts.
+/// partition moves on; the canary behind it gets its verdicts, once, whether read committed
+/// or uncommitted and de-duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partition_moves_on() {
     let Some(b) = bootstrap() else { return };
@@ -533,7 +534,17 @@ async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partiti
     assert_eq!(h["loopguard-source-topic"], env.topic("events"));
     assert!(payload.as_ref().is_none_or(Vec::is_empty), "no payload");
     assert!(key.as_ref().is_none_or(Vec::is_empty), "no key");
-    assert_same(&got, &oracle(&[before, after].concat()));
+    let want = oracle(&[before, after].concat());
+    assert_same(&got, &want);
+    // The low-latency path through aborted transactions: the failed batches' verdicts were
+    // flushed to the log before their commit failed (aborted), then written again by the
+    // retries; read_uncommitted and de-duplicated on `verdict_id`, the stream is the oracle.
+    let (uncommitted, raw) = env.verdicts_uncommitted_deduplicated();
+    assert_same(&uncommitted, &want);
+    assert!(
+        raw > uncommitted.len(),
+        "no aborted verdict in the log ({raw} records)"
+    );
     let rewinds = max_rewinds(&log);
     assert!(
         (1..=3).contains(&rewinds),

@@ -45,6 +45,9 @@ pub struct KafkaConfig {
     pub queue_max_messages: NonZeroUsize,
     pub queue_max_kbytes: NonZeroUsize,
     pub embedded_partitions: NonZeroUsize,
+    /// Stream threads, each its own consumer in the group and its own transactional
+    /// producer; 0: the cores available to the process (`Config::stream_threads`).
+    pub threads: usize,
     /// Largest dead letter written (the dead-letter topic's `max.message.bytes`); never
     /// more than the producer's `message.max.bytes`.
     pub dlq_max_bytes: usize,
@@ -106,6 +109,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// How many stream threads `serve` runs: `kafka.threads`, or the cores available to
+    /// the process (its CPU quota included) when that is 0.
+    pub fn stream_threads(&self) -> usize {
+        match self.kafka.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
     /// The librdkafka properties to pass through, as strings.
     pub fn kafka_properties(&self) -> Vec<(String, String)> {
         self.kafka
@@ -354,6 +366,17 @@ mod tests {
         assert!(c
             .kafka_properties()
             .contains(&("sasl.username".to_string(), "me".to_string())));
+    }
+
+    #[test]
+    fn stream_threads_default_to_the_cores_available() {
+        let c = load_with_env(None, std::iter::empty()).unwrap();
+        assert_eq!(c.kafka.threads, 0);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(c.stream_threads(), cores);
+        let env = [("LOOPGUARD__KAFKA__THREADS".to_string(), "3".to_string())];
+        let c = load_with_env(None, env.into_iter()).unwrap();
+        assert_eq!(c.stream_threads(), 3);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use dashmap::DashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// What a partition is doing.
@@ -29,8 +29,10 @@ pub struct Shared {
     pub partitions: DashMap<i32, PartitionStatus>,
     /// Summaries of owned sessions, refreshed at each commit.
     pub sessions: DashMap<String, (i32, SessionSummary)>,
-    /// Set once the consumer has joined its group.
+    /// Set once every stream thread's consumer has joined the group.
     pub joined: AtomicBool,
+    /// Stream threads that have not joined the group yet.
+    pending_joins: AtomicUsize,
     pub debug_token: Option<String>,
 }
 
@@ -41,6 +43,7 @@ impl Shared {
             partitions: DashMap::new(),
             sessions: DashMap::new(),
             joined: AtomicBool::new(false),
+            pending_joins: AtomicUsize::new(1),
             debug_token: (!debug_token.is_empty()).then(|| debug_token.to_string()),
         })
     }
@@ -51,6 +54,26 @@ impl Shared {
                 .partitions
                 .iter()
                 .all(|p| *p.value() == PartitionStatus::Active)
+    }
+
+    /// How many stream threads must join before the instance can be ready.
+    pub fn expect_joins(&self, threads: usize) {
+        self.pending_joins.store(threads.max(1), Ordering::Release);
+    }
+
+    /// A stream thread's consumer joined the group (its first assignment, empty or not).
+    pub fn thread_joined(&self) {
+        let before = self
+            .pending_joins
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if before.is_ok_and(|n| n <= 1) {
+            self.joined.store(true, Ordering::Release);
+        }
+    }
+
+    /// Sessions held by all stream threads (the summaries refreshed at each commit).
+    pub fn refresh_session_gauge(&self) {
+        self.metrics.active_sessions.set(self.sessions.len() as i64);
     }
 
     pub fn refresh_ready(&self) {
@@ -180,6 +203,18 @@ mod tests {
         let (_, body) = get(router(s), "/metrics", None).await;
         assert!(body.contains("loopguard_ready 1"), "{body}");
         assert!(body.contains("loopguard_build_info"));
+    }
+
+    #[tokio::test]
+    async fn ready_only_once_every_stream_thread_has_joined() {
+        let s = shared("");
+        s.expect_joins(2);
+        s.thread_joined();
+        assert!(!s.is_ready(), "one of two threads joined");
+        s.thread_joined();
+        assert!(s.is_ready());
+        s.thread_joined();
+        assert!(s.is_ready(), "a later assignment changes nothing");
     }
 
     #[tokio::test]

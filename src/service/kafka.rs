@@ -70,7 +70,12 @@ pub fn producer_config(cfg: &Config, instance: &str) -> ClientConfig {
     c.set("enable.idempotence", "true")
         .set("linger.ms", "1")
         .set("compression.type", "lz4")
-        .set("queue.buffering.max.messages", "100000");
+        .set("queue.buffering.max.messages", "100000")
+        // The first AddPartitionsToTxn of a transaction begun right after a commit is
+        // refused with CONCURRENT_TRANSACTIONS while the broker writes the previous one's
+        // markers; librdkafka retries after this backoff (100 ms by default), which made
+        // commits ~80 % of the guard's time (docs/benchmarks.md, "Commit cadence").
+        .set("retry.backoff.ms", "10");
     if cfg.kafka.delivery == Delivery::ExactlyOnce {
         c.set(
             "transactional.id",

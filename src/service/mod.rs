@@ -1,5 +1,5 @@
 //! `loopguard serve`: the Kafka adapter around the engine. Wiring only: config ->
-//! telemetry -> topics -> consumer thread + admin HTTP -> run until SIGTERM/SIGINT ->
+//! telemetry -> topics -> stream threads + admin HTTP -> run until SIGTERM/SIGINT ->
 //! commit in-flight work -> exit.
 
 pub mod admin;
@@ -34,14 +34,65 @@ pub fn instance_id() -> String {
         .unwrap_or_else(|_| format!("pid-{}", std::process::id()))
 }
 
-/// Runs the guard until `stop` is set; returns after committing in-flight work.
-pub fn run_consumer(
+/// Runs `cfg.stream_threads()` stream threads until `stop` is set, each a consumer in the
+/// group with its own transactional producer (the partitions are spread over them by the
+/// group's assignor); returns after every thread committed its in-flight work. A thread
+/// that fails stops the others, and its error is returned.
+pub fn run_stream_threads(
     cfg: Arc<Config>,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
+    let threads = cfg.stream_threads();
+    shared.expect_joins(threads);
     let instance = instance_id();
-    let producer = txn::TxnProducer::new(cfg.clone(), &instance)?;
+    tracing::info!(threads, instance = %instance, "starting stream threads");
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                // Thread 0 keeps the instance's own transactional id, so a single-threaded
+                // guard fences its predecessor exactly as before.
+                let name = if i == 0 {
+                    instance.clone()
+                } else {
+                    format!("{instance}-{i}")
+                };
+                let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name(format!("stream-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let result = run_consumer(cfg, shared, stop.clone(), &name);
+                        if let Err(e) = &result {
+                            tracing::error!(thread = i, error = %e, "stream thread stopped");
+                            stop.store(true, Ordering::Release);
+                        }
+                        result
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        let mut first_error = None;
+        for h in handles {
+            let result = h
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("a stream thread panicked")));
+            if let Err(e) = result {
+                stop.store(true, Ordering::Release);
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+}
+
+/// One stream thread: runs until `stop` is set; returns after committing in-flight work.
+/// `instance` names its transactional producer.
+pub fn run_consumer(
+    cfg: Arc<Config>,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    instance: &str,
+) -> anyhow::Result<()> {
+    let producer = txn::TxnProducer::new(cfg.clone(), instance)?;
     let reader = state::StateReader::new(
         kafka::state_reader_config(&cfg).create_with_context(state::QuietEof)?,
         kafka::state_probe_config(&cfg).create_with_context(state::QuietEof)?,
@@ -52,9 +103,11 @@ pub fn run_consumer(
         kafka::consumer_config(&cfg).create_with_context(context)?;
     consumer.subscribe(&[&cfg.kafka.events_topic])?;
     tracing::info!(instance = %instance, topic = %cfg.kafka.events_topic, group = %cfg.kafka.group_id, "consuming");
-    let poll_wait = Duration::from_millis(cfg.kafka.batch_max_ms.clamp(1, 100));
     while !stop.load(Ordering::Acquire) {
-        let msg = consumer.poll(poll_wait);
+        // Wake up when the open batch is due, so an idle partition's last verdicts commit
+        // on time, not one long poll later.
+        let wait = consumer.context().lock().until_due();
+        let msg = consumer.poll(wait);
         let mut w = consumer.context().lock();
         if let Some(fatal) = w.fatal.take() {
             anyhow::bail!(fatal);
@@ -120,7 +173,7 @@ pub async fn serve(mut cfg: Config, registry: prometheus::Registry) -> anyhow::R
     let cfg = Arc::new(cfg);
     let mut consumer = {
         let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
-        tokio::task::spawn_blocking(move || run_consumer(cfg, shared, stop))
+        tokio::task::spawn_blocking(move || run_stream_threads(cfg, shared, stop))
     };
     tokio::select! {
         _ = shutdown_signal() => tracing::info!("signal received: draining"),

@@ -6,7 +6,7 @@ use super::worker::Worker;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The consumer's context: rebalance callbacks and statistics reach the worker through it.
@@ -14,6 +14,8 @@ pub struct GuardContext {
     pub worker: Mutex<Worker>,
     shared: Arc<Shared>,
     events_topic: String,
+    /// This thread's consumer has had its first assignment.
+    joined: AtomicBool,
 }
 
 impl GuardContext {
@@ -22,6 +24,7 @@ impl GuardContext {
             worker: Mutex::new(worker),
             shared,
             events_topic,
+            joined: AtomicBool::new(false),
         }
     }
 
@@ -33,8 +36,10 @@ impl GuardContext {
 impl ClientContext for GuardContext {
     fn stats(&self, stats: Statistics) {
         if let Some(topic) = stats.topics.get(&self.events_topic) {
+            let w = self.lock();
             for (p, s) in &topic.partitions {
-                if *p >= 0 && self.shared.partitions.contains_key(p) {
+                // Only this thread's partitions: the other threads report their own.
+                if *p >= 0 && w.owns(*p) {
                     self.shared
                         .metrics
                         .consumer_lag
@@ -101,7 +106,9 @@ impl ConsumerContext for GuardContext {
                 w.fatal = Some(format!("restoring partitions {parts:?}: {e}"));
             }
         }
-        self.shared.joined.store(true, Ordering::Release);
+        if !self.joined.swap(true, Ordering::AcqRel) {
+            self.shared.thread_joined();
+        }
         self.shared.refresh_ready();
     }
 }

@@ -204,10 +204,17 @@ impl TxnProducer {
     /// resumed, never followed by another call; when it cannot finish, the producer is
     /// replaced: its successor's init fences it and aborts its transaction. Only an
     /// instance fenced by its own successor gets an error back.
+    ///
+    /// When records were still queued, the purge leaves a gap in the idempotent producer's
+    /// sequence numbers that librdkafka does not always reset with the abort: the next
+    /// transaction then failed with "skipped sequence numbers" (seen once the retry backoff
+    /// was 10 ms). Such an abort is followed by a new producer (new epoch, sequences from
+    /// zero).
     pub fn abort(&mut self) -> Result<(), KafkaError> {
         if !self.open {
             return Ok(());
         }
+        let outstanding = self.inner.in_flight_count() > 0;
         self.inner.purge(PurgeConfig::default().queue());
         if !self.eos() {
             // Nothing to undo: what was produced stays produced and is de-duplicated
@@ -219,6 +226,7 @@ impl TxnProducer {
         for attempt in 1..=ATTEMPTS {
             let _ = self.inner.flush(TXN_TIMEOUT);
             match self.inner.abort_transaction(TXN_TIMEOUT) {
+                Ok(()) if outstanding => return self.replace(),
                 Ok(()) => {
                     self.open = false;
                     return Ok(());

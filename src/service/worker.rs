@@ -204,8 +204,12 @@ impl Worker {
     }
 
     fn update_session_gauge(&self) {
-        let n: usize = self.parts.values().map(|p| p.engine.session_count()).sum();
-        self.shared.metrics.active_sessions.set(n as i64);
+        self.shared.refresh_session_gauge();
+    }
+
+    /// True when this thread owns `partition`.
+    pub fn owns(&self, partition: i32) -> bool {
+        self.parts.contains_key(&partition)
     }
 
     fn begin(&mut self) -> Result<(), KafkaError> {
@@ -382,6 +386,18 @@ impl Worker {
             && (self.batch_events >= self.cfg.kafka.batch_max_events.get()
                 || self.batch_started.elapsed()
                     >= Duration::from_millis(self.cfg.kafka.batch_max_ms))
+    }
+
+    /// How long the consumer may wait for the next event: until the open batch is due, at
+    /// most 100 ms (stop signals are checked between polls).
+    pub fn until_due(&self) -> Duration {
+        let most = Duration::from_millis(self.cfg.kafka.batch_max_ms.clamp(1, 100));
+        if self.batch_events == 0 {
+            return most;
+        }
+        let due = Duration::from_millis(self.cfg.kafka.batch_max_ms);
+        due.saturating_sub(self.batch_started.elapsed())
+            .clamp(Duration::from_millis(1), most)
     }
 
     /// Commits the batch's verdicts and offsets, with a checkpoint of the partitions where
