@@ -173,17 +173,8 @@ fn preload_file(args: &LoadgenArgs, file: &std::path::Path) -> anyhow::Result<(u
         let key = serde_json::from_str::<Keyed<'_>>(&line)?
             .session_id
             .to_string();
-        let mut record = BaseRecord::to(&args.events_topic).key(&key).payload(&line);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, r)) => {
-                    producer.poll(Duration::from_millis(5));
-                    record = r;
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
+        let record = BaseRecord::to(&args.events_topic).key(&key).payload(&line);
+        crate::service::kafka::send_waiting(&producer, record);
         n += 1;
     }
     producer.flush(Duration::from_secs(60))?;

@@ -206,9 +206,21 @@ pub fn publish_event(
 ) -> anyhow::Result<()> {
     use rdkafka::producer::BaseRecord;
     let payload = serde_json::to_vec(&event.to_wire())?;
-    let mut record = BaseRecord::to(topic)
+    let record = BaseRecord::to(topic)
         .key(event.meta.session_id.as_bytes())
         .payload(&payload);
+    send_waiting(producer, record);
+    Ok(())
+}
+
+/// Sends `record`, waiting for room in the producer's queue instead of failing.
+pub fn send_waiting<K, P>(
+    producer: &rdkafka::producer::BaseProducer,
+    mut record: rdkafka::producer::BaseRecord<'_, K, P>,
+) where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
     loop {
         match producer.send(record) {
             Ok(()) => break,
@@ -219,5 +231,4 @@ pub fn publish_event(
         }
     }
     producer.poll(Duration::ZERO);
-    Ok(())
 }
