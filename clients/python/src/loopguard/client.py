@@ -44,7 +44,9 @@ class GuardConfig:
     model: Optional[str] = None
     # How long `tool_call` waits for a verdict on the call before letting it run (seconds).
     tool_call_deadline: float = 0.3
-    # False: only verdicts of committed transactions (the guard's exactly-once mode).
+    # False: only verdicts of committed transactions (the guard's exactly-once mode), seen
+    # when the guard's batch commits (~100 ms). True: the low-latency path, verdicts as soon
+    # as the guard writes them, each still delivered once (de-duplicated on verdict_id).
     read_uncommitted: bool = False
     # Extra librdkafka properties for both clients (SASL, TLS, client.id, ...).
     kafka: Mapping[str, str] = field(default_factory=dict)
