@@ -12,6 +12,9 @@ use thiserror::Error;
 
 const DEFAULTS: &str = include_str!("default.toml");
 
+/// More stream threads than this is a typo, not a plan: each is a consumer and a producer.
+const MAX_THREADS: usize = 256;
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read configuration: {0}")]
@@ -303,6 +306,11 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
         if k.dlq_max_bytes < min {
             problems.push(format!("[kafka]: dlq_max_bytes must be >= {min}"));
         }
+        if k.threads > MAX_THREADS {
+            problems.push(format!(
+                "[kafka]: threads must be at most {MAX_THREADS} (0: the cores available)"
+            ));
+        }
     }
     if let Some(e) = &engine {
         if e.session_ttl_secs == 0 {
@@ -377,6 +385,11 @@ mod tests {
         let env = [("LOOPGUARD__KAFKA__THREADS".to_string(), "3".to_string())];
         let c = load_with_env(None, env.into_iter()).unwrap();
         assert_eq!(c.stream_threads(), 3);
+        let env = [("LOOPGUARD__KAFKA__THREADS".to_string(), "5000".to_string())];
+        let err = load_with_env(None, env.into_iter())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("threads must be at most 256"), "{err}");
     }
 
     #[test]
