@@ -89,6 +89,45 @@ pub fn canonical(args: &Value) -> String {
     s
 }
 
+/// Canonical args text, and the byte range in it of each top-level value, in key order
+/// (for args that are not an object: the whole text, one range). The text is `canonical`'s.
+pub fn canonical_with_values(args: &Value) -> (String, Vec<std::ops::Range<usize>>) {
+    let mut s = String::with_capacity(256);
+    let mut values = Vec::new();
+    match args {
+        Value::Object(map) => {
+            s.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                write_string(k, &mut s);
+                s.push(':');
+                let start = s.len();
+                write_canonical(v, &|_| false, &mut s);
+                values.push(start..s.len());
+            }
+            s.push('}');
+        }
+        other => {
+            write_canonical(other, &|_| false, &mut s);
+            values.push(0..s.len());
+        }
+    }
+    (s, values)
+}
+
+/// True when one of `keys` is a key of an object anywhere in `v`.
+pub fn has_any_key(v: &Value, keys: &[String]) -> bool {
+    match v {
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| keys.iter().any(|x| x == k) || has_any_key(v, keys)),
+        Value::Array(items) => items.iter().any(|i| has_any_key(i, keys)),
+        _ => false,
+    }
+}
+
 /// Canonical args text with the listed keys removed at any depth.
 pub fn canonical_without(args: &Value, keys: &[String]) -> String {
     let mut s = String::with_capacity(256);
@@ -217,6 +256,36 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"a":{"x":"s","y":1},"b":[1,2]}"#).unwrap();
         assert_eq!(canonical(&a), canonical(&b));
         assert_eq!(canonical(&a), r#"{"a":{"x":"s","y":1},"b":[1,2]}"#);
+    }
+
+    #[test]
+    fn canonical_with_values_is_canonical_and_locates_each_value() {
+        let cases = [
+            json!({"b": [1, {"z": "q\"x"}], "a": {"y": 1}, "c": "é\n"}),
+            json!({}),
+            json!(["not", "an", "object"]),
+            json!("text"),
+        ];
+        for args in cases {
+            let (text, values) = canonical_with_values(&args);
+            assert_eq!(text, canonical(&args));
+            match &args {
+                Value::Object(map) => {
+                    assert_eq!(values.len(), map.len());
+                    for ((_, v), at) in map.iter().zip(&values) {
+                        assert_eq!(text[at.clone()], canonical(v));
+                    }
+                }
+                _ => assert_eq!(values, [0..text.len()]),
+            }
+        }
+    }
+
+    #[test]
+    fn any_key_is_found_at_any_depth() {
+        let keys = ["ts".to_string()];
+        assert!(has_any_key(&json!({"a": [{"ts": 1}]}), &keys));
+        assert!(!has_any_key(&json!({"a": ["ts"], "b": {"t": 1}}), &keys));
     }
 
     #[test]

@@ -103,9 +103,15 @@ impl CallRecord {
         at: u64,
         p: &ToolPolicy,
     ) -> Self {
-        let text = canon::canonical(args);
+        let (text, values) = canon::canonical_with_values(args);
         let sig = sig_of(tool, &text);
-        let near = canon::canonical_without(args, &p.volatile_keys);
+        // Without volatile keys in the args, the near signature is the signature: a large
+        // argument is not serialized a second time for nothing.
+        let near_sig = if canon::has_any_key(args, &p.volatile_keys) {
+            sig_of(tool, &canon::canonical_without(args, &p.volatile_keys))
+        } else {
+            sig
+        };
         let args_chars = text.chars().count();
         let command = shell_command(tool, args, p);
         let mut identity = canon::identity_fingerprint(args, &p.identity_keys);
@@ -122,10 +128,10 @@ impl CallRecord {
             call_id: call_id.to_string(),
             tool: tool.to_string(),
             sig,
-            near_sig: sig_of(tool, &near),
+            near_sig,
             identity,
             args_chars,
-            fields: (args_chars >= p.fuzzy_min_chars).then(|| fields(args)),
+            fields: (args_chars >= p.fuzzy_min_chars).then(|| fields(args, &text, &values)),
             output: None,
             error: None,
             round,
@@ -169,27 +175,45 @@ impl Field {
     }
 }
 
-fn fields(args: &Value) -> Vec<Field> {
-    let field = |key: &str, v: &Value| {
-        let value = canon::canonical(v);
-        // Similarity looks at the first 4 KiB of a value (a whole file body adds nothing but
-        // memory); equality uses the hash of the full value.
-        let text = crate::engine::verdict::clip(&format!("{key}:{value}"), 4096);
-        Field {
-            key: canon::hash64(key.as_bytes()),
-            value: canon::hash64(value.as_bytes()),
-            grams: Vec::new(),
-            grams_built: false,
-            text,
-        }
+/// The top-level arguments of `args`, whose canonical text is `text` with each top-level
+/// value at `values` (`canon::canonical_with_values`).
+fn fields(args: &Value, text: &str, values: &[std::ops::Range<usize>]) -> Vec<Field> {
+    let field = |key: &str, value: &str| Field {
+        key: canon::hash64(key.as_bytes()),
+        value: canon::hash64(value.as_bytes()),
+        grams: Vec::new(),
+        grams_built: false,
+        text: field_text(key, value),
     };
     let mut out: Vec<Field> = match args {
-        Value::Object(map) => map.iter().map(|(k, v)| field(k, v)).collect(),
-        other => vec![field("", other)],
+        Value::Object(map) => map
+            .keys()
+            .zip(values)
+            .map(|(k, at)| field(k, &text[at.clone()]))
+            .collect(),
+        _ => vec![field("", text)],
     };
     out.sort_by_key(|f| f.key);
     out
 }
+
+/// `key:value`, its first `FIELD_TEXT_CHARS` chars: similarity looks at the head of a
+/// value (a whole file body adds nothing but memory); equality uses the hash of the full
+/// value. The value is not copied beyond what is kept.
+fn field_text(key: &str, value: &str) -> String {
+    let head = format!("{key}:");
+    let used = head.chars().count();
+    if used >= FIELD_TEXT_CHARS {
+        return crate::engine::verdict::clip(&head, FIELD_TEXT_CHARS);
+    }
+    let rest = match value.char_indices().nth(FIELD_TEXT_CHARS - used) {
+        Some((i, _)) => &value[..i],
+        None => value,
+    };
+    head + rest
+}
+
+const FIELD_TEXT_CHARS: usize = 4096;
 
 /// 3-gram Jaccard of two calls' serialized args, over the arguments that differ between
 /// them: arguments equal in both (a tool's boilerplate flags) carry no signal, and with
@@ -393,5 +417,28 @@ pub fn polling_with_progress<'a>(matches: impl DoubleEndedIterator<Item = &'a Ca
     match (recent.next(), recent.next()) {
         (Some(Some(a)), Some(Some(b))) => a != b,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_text_is_the_head_of_key_and_value() {
+        let clip = crate::engine::verdict::clip;
+        let long = "é".repeat(5000);
+        let huge_key = "k".repeat(5000);
+        for (key, value) in [
+            ("path", "\"a.txt\""),
+            ("body", long.as_str()),
+            (huge_key.as_str(), "1"),
+            ("", ""),
+        ] {
+            assert_eq!(
+                field_text(key, value),
+                clip(&format!("{key}:{value}"), FIELD_TEXT_CHARS)
+            );
+        }
     }
 }
