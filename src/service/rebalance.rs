@@ -36,7 +36,12 @@ impl GuardContext {
 impl ClientContext for GuardContext {
     fn stats(&self, stats: Statistics) {
         if let Some(topic) = stats.topics.get(&self.events_topic) {
-            let w = self.lock();
+            // Never wait for the worker here: statistics are served from `poll`, and a
+            // callback that blocked on a lock its own thread holds would hang the thread.
+            // A busy worker only skips one update (they come every 5 s).
+            let Ok(w) = self.worker.try_lock() else {
+                return;
+            };
             for (p, s) in &topic.partitions {
                 // Only this thread's partitions: the other threads report their own.
                 if *p >= 0 && w.owns(*p) {
