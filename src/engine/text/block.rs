@@ -72,9 +72,17 @@ impl BlockRepeat {
     /// Chars from the latest boundary inside the window ending at `pos` to its end.
     fn anchor_at(&self, pos: u64) -> u32 {
         let first = (pos + 1).saturating_sub(self.window as u64);
-        // `boundaries` is sorted: the latest one at or before `pos`, by binary search.
-        let i = self.boundaries.partition_point(|&b| b <= pos);
-        match i.checked_sub(1).map(|i| self.boundaries[i]) {
+        // `boundaries` is sorted: the latest one at or before `pos`. While text streams in
+        // that is the newest (boundaries are marked before the chars after them); only a
+        // rebuild indexes positions older than some boundaries, and searches.
+        let latest = match self.boundaries.back() {
+            Some(&b) if b <= pos => Some(b),
+            _ => {
+                let i = self.boundaries.partition_point(|&b| b <= pos);
+                i.checked_sub(1).map(|i| self.boundaries[i])
+            }
+        };
+        match latest {
             Some(b) if b > first => (pos + 1 - b) as u32,
             _ => 0,
         }
@@ -169,10 +177,18 @@ impl BlockRepeat {
         self.roll.reset();
     }
 
+    /// Makes room in the lookup tables for `chars` more chars (capped at the tail).
+    pub fn reserve(&mut self, chars: usize) {
+        let want = (self.ring.chars.len() + chars).min(self.tail);
+        self.hashes.reserve(want.saturating_sub(self.hashes.len()));
+        self.seen.reserve(want.saturating_sub(self.seen.len()));
+    }
+
     pub fn rebuild(&mut self) {
         self.roll = Rolling::new(self.window);
         self.hashes.clear();
         self.seen.clear();
+        self.reserve(0);
         for pos in self.ring.start..self.ring.end() {
             self.index(pos, false);
         }

@@ -120,6 +120,10 @@ impl ReasoningText {
     /// Feeds text; every hit resets the stream, so a hit needs fresh evidence after it.
     /// `enabled` = [tandem, variant, block].
     pub fn push_str(&mut self, text: &str, enabled: [bool; 3], hits: &mut Vec<Hit>) {
+        // Room for the whole chunk at once (capped at the tail): tables that grew by
+        // doubling were rehashed ~10 times on their way to the tail's size.
+        self.tandem.reserve(text.len());
+        self.block.reserve(text.len());
         if self.pending_boundary && !text.is_empty() {
             self.pending_boundary = false;
             self.block.mark_boundary();
@@ -209,6 +213,7 @@ impl ContentText {
     }
 
     pub fn push_str(&mut self, text: &str, hits: &mut Vec<Hit>) {
+        self.tandem.reserve(text.len());
         if self.pending_boundary && !text.is_empty() {
             self.pending_boundary = false;
             let step = self.fences.push(BOUNDARY);

@@ -201,10 +201,19 @@ impl Tandem {
     }
 
     /// Rebuilds the derived tables from the kept chars (after deserialization).
+    /// Makes room in the lookup tables for `chars` more chars (capped at the tail), so
+    /// they grow once per chunk, not by doubling char after char.
+    pub fn reserve(&mut self, chars: usize) {
+        let want = (self.ring.chars.len() + chars).min(self.tail);
+        self.grams.reserve(want.saturating_sub(self.grams.len()));
+        self.last.reserve(want.saturating_sub(self.last.len()));
+    }
+
     pub fn rebuild(&mut self) {
         self.roll = Rolling::new(self.k());
         self.grams.clear();
         self.last.clear();
+        self.reserve(0);
         for pos in self.ring.start..self.ring.end() {
             self.index(pos, false);
         }
