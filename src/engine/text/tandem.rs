@@ -182,14 +182,18 @@ impl Tandem {
         None
     }
 
+    /// Drops the oldest char. Its entry in `last` stays: every lookup ignores positions
+    /// before the ring's start, so a stale entry reads as none, and not removing it saves
+    /// a lookup per char and the tombstones removals leave behind; stale entries are
+    /// dropped together once the table holds 7/4 of the tail (the bucket count a full
+    /// tail needs anyway).
     fn evict(&mut self) {
-        let pos = self.ring.start;
-        if let Some((h, _)) = self.grams.pop_front() {
-            if h != 0 && self.last.get(&h) == Some(&pos) {
-                self.last.remove(&h);
-            }
-        }
+        self.grams.pop_front();
         self.ring.pop_front();
+        if self.last.len() >= self.tail + self.tail * 3 / 4 {
+            let start = self.ring.start;
+            self.last.retain(|_, p| *p >= start);
+        }
     }
 
     pub fn reset(&mut self) {
@@ -200,7 +204,6 @@ impl Tandem {
         self.roll.reset();
     }
 
-    /// Rebuilds the derived tables from the kept chars (after deserialization).
     /// Makes room in the lookup tables for `chars` more chars (capped at the tail), so
     /// they grow once per chunk, not by doubling char after char.
     pub fn reserve(&mut self, chars: usize) {
@@ -209,6 +212,7 @@ impl Tandem {
         self.last.reserve(want.saturating_sub(self.last.len()));
     }
 
+    /// Rebuilds the derived tables from the kept chars (after deserialization).
     pub fn rebuild(&mut self) {
         self.roll = Rolling::new(self.k());
         self.grams.clear();
