@@ -61,7 +61,13 @@ pub fn run_stream_threads(
                 std::thread::Builder::new()
                     .name(format!("stream-{i}"))
                     .spawn_scoped(scope, move || {
-                        let result = run_consumer(cfg, shared, stop.clone(), &name);
+                        // A failed or panicking thread stops the others at once, not when
+                        // its turn to be joined comes.
+                        let run = std::panic::AssertUnwindSafe(|| {
+                            run_consumer(cfg, shared, stop.clone(), &name)
+                        });
+                        let result = std::panic::catch_unwind(run)
+                            .unwrap_or_else(|_| Err(anyhow::anyhow!("stream thread {i} panicked")));
                         if let Err(e) = &result {
                             tracing::error!(thread = i, error = %e, "stream thread stopped");
                             stop.store(true, Ordering::Release);
@@ -69,14 +75,14 @@ pub fn run_stream_threads(
                         result
                     })
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .inspect_err(|_| stop.store(true, Ordering::Release))?;
         let mut first_error = None;
         for h in handles {
             let result = h
                 .join()
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("a stream thread panicked")));
             if let Err(e) = result {
-                stop.store(true, Ordering::Release);
                 first_error.get_or_insert(e);
             }
         }
@@ -199,5 +205,30 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every thread's producer is refused (an unknown librdkafka property): the threads
+    /// stop and the first error comes back, nothing hangs.
+    #[test]
+    fn stream_threads_that_cannot_start_return_their_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loopguard.toml");
+        std::fs::write(
+            &path,
+            "[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\nthreads = 2\n[kafka.properties]\n\"no.such.property\" = \"1\"\n",
+        )
+        .unwrap();
+        let cfg = crate::config::load(Some(path.to_str().unwrap())).unwrap();
+        let metrics = metrics::Metrics::new(prometheus::Registry::new(), &cfg.metrics).unwrap();
+        let shared = Shared::new(metrics, "");
+        let stop = Arc::new(AtomicBool::new(false));
+        let err = run_stream_threads(Arc::new(cfg), shared, stop.clone()).unwrap_err();
+        assert!(err.to_string().contains("no.such.property"), "{err}");
+        assert!(stop.load(Ordering::Acquire));
     }
 }
