@@ -83,7 +83,10 @@ impl Worker {
         // broker answers UNSTABLE_OFFSET_COMMIT per partition, and librdkafka gives up after
         // a few retries. Taking that as "nothing committed" would skip the re-run of the
         // events after the checkpoint, so ask again until every partition has an answer.
-        let deadline = Instant::now() + COMMITTED_LIMIT;
+        // A destroyed broker handle is asked again for a shorter while: seen after a broker
+        // restart, the consumer kept failing so for minutes, holding its partitions without
+        // serving them; an exit lets a fresh process take over.
+        let started = Instant::now();
         loop {
             let answer = consumer
                 .committed_offsets(tpl.clone(), Duration::from_secs(10))
@@ -104,7 +107,7 @@ impl Worker {
                         })
                         .collect())
                 }
-                Err(e) if Instant::now() < deadline => {
+                Err(e) if started.elapsed() < committed_limit(&e) => {
                     tracing::warn!(error = %e, "committed offsets not settled yet; asking again");
                     std::thread::sleep(Duration::from_millis(250));
                 }
@@ -593,8 +596,15 @@ fn record_stat_deltas(shared: &Shared, before: &EngineStats, after: &EngineStats
 
 /// How long a gained partition may wait for its committed offset to settle: a crashed
 /// owner's open transaction is aborted after `transaction.timeout.ms` (30 s) plus the
-/// broker's clean-up interval (10 s by default).
-const COMMITTED_LIMIT: Duration = Duration::from_secs(120);
+/// broker's clean-up interval (10 s by default); librdkafka reports that wait as unstable
+/// offsets or as timeouts. A destroyed broker handle is not such a wait: 20 s.
+fn committed_limit(e: &KafkaError) -> Duration {
+    use rdkafka::types::RDKafkaErrorCode::BrokerDestroy;
+    match e.rdkafka_error_code() {
+        Some(BrokerDestroy) => Duration::from_secs(20),
+        _ => Duration::from_secs(120),
+    }
+}
 
 /// An event stamped further ahead of the guard's clock than this is counted: its runtime's
 /// clock is off, and it moves its partition's event time (docs/service.md).
