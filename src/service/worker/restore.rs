@@ -1,0 +1,165 @@
+//! Taking partitions into service and out of it: the group's committed offsets (waiting
+//! out a crashed owner's undecided transaction), the restore of a whole assignment, and
+//! dropping a revoked partition.
+
+use super::Worker;
+use crate::engine::Engine;
+use crate::service::admin::PartitionStatus;
+use crate::service::partition::Part;
+use crate::service::state::{restore_assignment, Restored, RestoredAt};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+impl Worker {
+    /// The group's committed offset of each partition (None: nothing committed yet).
+    pub(in crate::service) fn committed<C: ConsumerContext>(
+        &self,
+        consumer: &BaseConsumer<C>,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, Option<i64>>, KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        for p in partitions {
+            tpl.add_partition(&self.cfg.kafka.events_topic, *p);
+        }
+        // While a crashed owner's transaction is undecided its offsets are "unstable": the
+        // broker answers UNSTABLE_OFFSET_COMMIT per partition, and librdkafka gives up after
+        // a few retries. Taking that as "nothing committed" would skip the re-run of the
+        // events after the checkpoint, so ask again until every partition has an answer.
+        // A destroyed broker handle is asked again for a shorter while: seen after a broker
+        // restart, the consumer kept failing so for minutes, holding its partitions without
+        // serving them; an exit lets a fresh process take over.
+        let started = Instant::now();
+        loop {
+            let answer = consumer
+                .committed_offsets(tpl.clone(), Duration::from_secs(10))
+                .and_then(
+                    |list| match list.elements().iter().find_map(|e| e.error().err()) {
+                        Some(e) => Err(e),
+                        None => Ok(list),
+                    },
+                );
+            match answer {
+                Ok(list) => {
+                    return Ok(list
+                        .elements()
+                        .iter()
+                        .map(|e| match e.offset() {
+                            Offset::Offset(o) => (e.partition(), Some(o)),
+                            _ => (e.partition(), None),
+                        })
+                        .collect())
+                }
+                Err(e) if started.elapsed() < committed_limit(&e) => {
+                    tracing::warn!(error = %e, "committed offsets not settled yet; asking again");
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Loads gained partitions' sessions before any of their events, all partitions of the
+    /// assignment together (`state::restore_assignment`), and takes them into service.
+    pub(in crate::service) fn restore_all(
+        &mut self,
+        committed: &BTreeMap<i32, Option<i64>>,
+    ) -> Result<(), KafkaError> {
+        if committed.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let (cfg, eos) = (&self.cfg, self.eos());
+        let restored = restore_assignment(
+            &self.reader,
+            &cfg.kafka.state_topic,
+            &cfg.kafka.events_topic,
+            committed,
+            || Engine::new(cfg.policy.clone(), cfg.engine.limits()).track_changes(),
+            eos,
+        )?;
+        let ms = started.elapsed().as_millis() as u64;
+        let replayed: u64 = restored.values().map(|r| r.replayed).sum();
+        for (p, r) in restored {
+            self.finish_restore(p, r, ms);
+        }
+        let took = started.elapsed().as_secs_f64();
+        self.shared.metrics.state_restore.observe(took);
+        self.update_session_gauge();
+        tracing::info!(
+            partitions = committed.len(),
+            replayed,
+            ms = started.elapsed().as_millis() as u64,
+            "assignment restored"
+        );
+        Ok(())
+    }
+
+    /// Takes one restored partition into service.
+    fn finish_restore(&mut self, partition: i32, restored: Restored, ms: u64) {
+        let Restored {
+            engine,
+            committed,
+            at,
+            replayed,
+        } = restored;
+        self.shared.metrics.replayed_events.inc_by(replayed);
+        // Every session now held: restored from the checkpoint or created by the re-run.
+        for id in engine.session_ids() {
+            if let Some(summary) = engine.summary(&id) {
+                self.shared.sessions.insert(id, (partition, summary));
+            }
+        }
+        let sessions = engine.session_count();
+        self.parts
+            .insert(partition, Part::new(engine, committed, replayed as usize));
+        let checkpoint = match at {
+            RestoredAt::Offset(o) => o.to_string(),
+            RestoredAt::Fresh => "none".into(),
+            RestoredAt::Current => "current".into(),
+        };
+        let status = if self.retries.stuck(partition) {
+            PartitionStatus::Stuck
+        } else {
+            PartitionStatus::Active
+        };
+        self.shared.partitions.insert(partition, status);
+        // The lag series exists from the assignment on; statistics update it every 5 s.
+        self.shared
+            .metrics
+            .consumer_lag
+            .with_label_values(&[&partition.to_string()])
+            .set(0);
+        tracing::info!(
+            partition,
+            sessions,
+            checkpoint,
+            committed = committed.unwrap_or(-1),
+            replayed,
+            ms,
+            "partition restored"
+        );
+    }
+
+    pub(in crate::service) fn drop_partition(&mut self, partition: i32) {
+        self.parts.remove(&partition);
+        self.retries.forget(partition);
+        self.shared.partitions.remove(&partition);
+        self.shared.sessions.retain(|_, (p, _)| *p != partition);
+        self.update_session_gauge();
+    }
+}
+
+/// How long a gained partition may wait for its committed offset to settle: a crashed
+/// owner's open transaction is aborted after `transaction.timeout.ms` (30 s) plus the
+/// broker's clean-up interval (10 s by default); librdkafka reports that wait as unstable
+/// offsets or as timeouts. A destroyed broker handle is not such a wait: 20 s.
+fn committed_limit(e: &KafkaError) -> Duration {
+    use rdkafka::types::RDKafkaErrorCode::BrokerDestroy;
+    match e.rdkafka_error_code() {
+        Some(BrokerDestroy) => Duration::from_secs(20),
+        _ => Duration::from_secs(120),
+    }
+}
