@@ -64,13 +64,14 @@ proptest! {
 
 /// With the default policy one session's state is bounded by the kept text tails
 /// (`reasoning.tail_chars` = 8192 chars, for reasoning and again for content), the call
-/// window, 256 pending calls and a few context messages. Measured (`session_bytes`): ~1.13 MB
-/// once the reasoning tail is full, ~1.98 MB with the content tail full too
-/// (docs/benchmarks.md). The bounds below leave ~25 % headroom over those.
+/// window, 256 pending calls and a few context messages. Measured (`session_bytes`): ~0.67 MB
+/// once the reasoning tail is full, ~1.02 MB with the content tail full too
+/// (docs/benchmarks.md; 1.13 and 1.98 MB before the text tables became hash chains). The
+/// bounds below leave ~25 % headroom over those.
 #[test]
 fn one_session_stays_small_whatever_it_is_fed() {
-    const REASONING_BOUND: usize = 1_400_000;
-    const BOUND: usize = 2_500_000;
+    const REASONING_BOUND: usize = 840_000;
+    const BOUND: usize = 1_280_000;
     let mut engine = Engine::new(PolicySet::default(), Limits::default());
     let mut out = Vec::new();
     let mut peak = 0;

@@ -5,6 +5,7 @@
 //! is the same closing and opening phrases of consecutive responses, not a passage
 //! recomputed, and does not count (ours).
 
+use super::chains::HashChains;
 use super::ring::{CharRing, Rolling};
 use super::{HashMap64, Hit, HitKind};
 use serde::{Deserialize, Serialize};
@@ -13,14 +14,21 @@ use std::collections::VecDeque;
 /// An anchor value for windows whose occurrences straddle boundaries differently.
 const MIXED: u32 = u32::MAX;
 
-/// One window hash in the tail: occurrences, where a response boundary fell in them (chars
-/// from the boundary to the window's end, 0 = none, `MIXED` once they disagree) and the
-/// end position of the last one. 16 bytes, like the pair it replaced.
+/// Beside each window in the tail: where a response boundary fell in it (chars from the
+/// boundary to the window's end, 0 = none), and whether its hash has a `Seen` entry.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mark {
+    anchor: u32,
+    shared: bool,
+}
+
+/// A window hash seen more than once in the tail since it was last absent: occurrences
+/// kept, and the boundary offset they share (`MIXED` once two disagreed). A window seen
+/// once needs no entry: its mark says all, so unique prose costs no map update.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     count: u32,
     anchor: u32,
-    last: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,10 +38,10 @@ pub struct BlockRepeat {
     tail: usize,
     /// Normalized chars kept.
     ring: CharRing,
-    /// Derived by `rebuild`: window hash ending at each kept position (0 = none), and per
-    /// hash (occurrences, last end position).
+    /// Derived by `rebuild`: the window hash ending at each kept position, the previous
+    /// position with the same one, and its mark; the entries of repeated hashes.
     #[serde(skip)]
-    hashes: VecDeque<u64>,
+    windows: HashChains<Mark>,
     #[serde(skip)]
     seen: HashMap64<Seen>,
     /// Ring positions where a response started (the first char after a boundary).
@@ -53,7 +61,7 @@ impl BlockRepeat {
             count,
             tail,
             ring: CharRing::default(),
-            hashes: VecDeque::new(),
+            windows: HashChains::default(),
             seen: HashMap64::default(),
             boundaries: VecDeque::new(),
             roll: Rolling::new(window),
@@ -95,42 +103,72 @@ impl BlockRepeat {
             self.rebuild();
         }
         // Evict first, so the buffers never outgrow `tail` (no doubling past it).
-        while self.ring.chars.len() >= self.tail {
+        while self.ring.len() >= self.tail {
             self.evict();
         }
         let pos = self.ring.end();
         self.ring.push(c);
-        self.index(pos, true)
+        self.index(pos, c, true)
     }
 
     #[inline]
-    fn index(&mut self, pos: u64, detect: bool) -> Option<Hit> {
+    fn index(&mut self, pos: u64, c: char, detect: bool) -> Option<Hit> {
         let w = self.window as u64;
-        let Some(h) = self.roll.roll(&self.ring, pos) else {
-            self.hashes.push_back(0);
+        let start = self.ring.start();
+        let Some(h) = self.roll.roll(&self.ring, pos, c) else {
+            self.windows.push(0, Mark::default(), start);
             return None;
         };
-        self.hashes.push_back(h);
         let anchor = self.anchor_at(pos);
-        let entry = self.seen.entry(h).or_insert(Seen {
-            count: 0,
+        // Windows are live while their first char is kept.
+        let mark = Mark {
             anchor,
-            last: pos,
-        });
-        let previous = entry.last;
-        entry.count += 1;
-        entry.last = pos;
-        if entry.anchor != anchor {
-            entry.anchor = MIXED;
-        }
-        let occurrences = entry.count as usize;
-        let boundary_only = entry.anchor != 0 && entry.anchor != MIXED;
+            shared: false,
+        };
+        let prev = self.windows.push(h, mark, start + w - 1)?;
+        // Seen before: count it with the earlier ones.
+        let before = self.windows.payload(prev);
+        let seen = if before.shared {
+            let e = self.seen.entry(h).or_insert(Seen { count: 0, anchor });
+            e.count += 1;
+            if e.anchor != anchor {
+                e.anchor = MIXED;
+            }
+            *e
+        } else {
+            let e = Seen {
+                count: 2,
+                anchor: if before.anchor == anchor {
+                    anchor
+                } else {
+                    MIXED
+                },
+            };
+            self.seen.insert(h, e);
+            self.windows.set_payload(
+                prev,
+                Mark {
+                    shared: true,
+                    ..before
+                },
+            );
+            e
+        };
+        self.windows.set_payload(
+            pos,
+            Mark {
+                shared: true,
+                ..mark
+            },
+        );
+        let occurrences = seen.count as usize;
+        let boundary_only = seen.anchor != 0 && seen.anchor != MIXED;
         if !detect || occurrences < self.count || boundary_only {
             return None;
         }
         // Confirm against the previous occurrence (guards against a hash collision).
         let now = self.ring.slice(pos + 1 - w, pos + 1);
-        if previous != pos && self.ring.slice(previous + 1 - w, previous + 1) != now {
+        if self.ring.slice(prev + 1 - w, prev + 1) != now {
             return None;
         }
         Some(Hit {
@@ -144,12 +182,9 @@ impl BlockRepeat {
     fn evict(&mut self) {
         // The window starting at the evicted char ends `window - 1` chars later.
         let w = self.window as u64;
-        let end = self.ring.start + w - 1;
-        if let Some(&h) = end
-            .checked_sub(self.ring.start)
-            .and_then(|i| self.hashes.get(i as usize))
-        {
-            if h != 0 {
+        let end = self.ring.start() + w - 1;
+        if let Some(h) = self.windows.hash_at(end).filter(|h| *h != 0) {
+            if self.windows.payload(end).shared {
                 if let Some(e) = self.seen.get_mut(&h) {
                     e.count -= 1;
                     if e.count == 0 {
@@ -158,12 +193,12 @@ impl BlockRepeat {
                 }
             }
         }
-        self.hashes.pop_front();
+        self.windows.pop_front();
         self.ring.pop_front();
         while self
             .boundaries
             .front()
-            .is_some_and(|&b| b + (self.window as u64) < self.ring.start)
+            .is_some_and(|&b| b + (self.window as u64) < self.ring.start())
         {
             self.boundaries.pop_front();
         }
@@ -171,41 +206,47 @@ impl BlockRepeat {
 
     pub fn reset(&mut self) {
         self.ring.clear();
-        self.hashes.clear();
+        self.windows.restart_at(self.ring.start());
         self.seen.clear();
         self.boundaries.clear();
         self.roll.reset();
     }
 
-    /// Makes room in the lookup tables for `chars` more chars (capped at the tail).
+    /// Makes room in the tables for `chars` more chars (capped at the tail).
     pub fn reserve(&mut self, chars: usize) {
-        let want = (self.ring.chars.len() + chars).min(self.tail);
-        self.hashes.reserve(want.saturating_sub(self.hashes.len()));
-        self.seen.reserve(want.saturating_sub(self.seen.len()));
+        let want = (self.ring.len() + chars).min(self.tail);
+        self.ring.reserve(want);
+        if self.built {
+            self.windows.reserve(want);
+            // Repeated windows are few in healthy text: room for one in 16 positions, so
+            // the map is sized with the tail, not by doubling as repeats come and go.
+            self.seen
+                .reserve((want / 16).saturating_sub(self.seen.len()));
+        }
     }
 
     pub fn rebuild(&mut self) {
         self.roll = Rolling::new(self.window);
-        self.hashes.clear();
+        self.windows.restart_at(self.ring.start());
+        self.windows.reserve(self.ring.len());
         self.seen.clear();
-        self.reserve(0);
-        for pos in self.ring.start..self.ring.end() {
-            self.index(pos, false);
+        for pos in self.ring.start()..self.ring.end() {
+            self.index(pos, self.ring.get(pos), false);
         }
         self.built = true;
     }
 
     /// Frees the derived tables between responses; `ring` stays.
     pub fn compact(&mut self) {
-        self.hashes = VecDeque::new();
+        self.windows.free();
         self.seen = HashMap64::default();
         self.built = false;
     }
 
     pub fn heap_bytes(&self) -> usize {
         self.ring.heap_bytes()
-            + self.hashes.capacity() * 8
-            + self.seen.capacity() * 25
+            + self.windows.heap_bytes()
+            + self.seen.capacity() * 9
             + self.boundaries.capacity() * 8
     }
 }

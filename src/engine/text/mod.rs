@@ -2,6 +2,7 @@
 //! so the same text gives the same hits whatever its chunking. Pure: no IO, no clock.
 
 mod block;
+mod chains;
 mod fence;
 mod ring;
 mod tandem;
@@ -140,20 +141,21 @@ impl ReasoningText {
             }
         }
         for c in text.chars() {
-            let hit = {
-                let t = self.tandem.push(c);
-                let v = self.variant.push(c);
-                let prose = self.fences.push(c).prose;
-                let b = if prose && is_body(c) {
-                    self.block.push(c)
-                } else {
-                    None
-                };
-                [t, v, b]
-                    .into_iter()
-                    .zip(enabled)
-                    .find_map(|(h, on)| if on { h } else { None })
+            let t = self.tandem.push(c);
+            let v = self.variant.push(c);
+            let prose = self.fences.push(c).prose;
+            let b = if prose && is_body(c) {
+                self.block.push(c)
+            } else {
+                None
             };
+            if t.is_none() && v.is_none() && b.is_none() {
+                continue;
+            }
+            let hit = [t, v, b]
+                .into_iter()
+                .zip(enabled)
+                .find_map(|(h, on)| if on { h } else { None });
             if let Some(hit) = hit {
                 hits.push(hit);
                 self.reset();

@@ -1,10 +1,10 @@
 //! Tight repeats: a span of at least `span_min` chars immediately followed by itself
 //! (seed 003's `repeat_span_min`), found incrementally with k-gram anchors and run lengths.
 
+use super::chains::HashChains;
 use super::ring::{CharRing, Rolling};
-use super::{is_body, HashMap64, Hit, HitKind};
+use super::{is_body, Hit, HitKind};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 
 const MAX_CANDIDATES: usize = 8;
 const CHAIN_STEPS: usize = 4;
@@ -25,12 +25,10 @@ pub struct Tandem {
     tail: usize,
     ring: CharRing,
     candidates: Vec<Candidate>,
-    /// Derived from `ring` by `rebuild`: k-gram hash ending at each kept position (0 = none),
-    /// the previous position with the same hash (+1, 0 = none), the last position per hash.
+    /// Derived from `ring` by `rebuild`: the k-gram hash ending at each kept position and
+    /// the previous position with the same one.
     #[serde(skip)]
-    grams: VecDeque<(u64, u64)>,
-    #[serde(skip)]
-    last: HashMap64<u64>,
+    grams: HashChains<()>,
     #[serde(skip)]
     roll: Rolling,
     /// False while the derived tables are dropped (after `compact` or a hand-over): the next
@@ -47,8 +45,7 @@ impl Tandem {
             tail,
             ring: CharRing::default(),
             candidates: Vec::new(),
-            grams: VecDeque::new(),
-            last: HashMap64::default(),
+            grams: HashChains::default(),
             roll: Rolling::default(),
             built: true,
         };
@@ -72,43 +69,47 @@ impl Tandem {
             self.rebuild();
         }
         // Evict first, so the buffers never outgrow `tail` (no doubling past it).
-        while self.ring.chars.len() >= self.tail {
-            self.evict();
+        if self.ring.len() >= self.tail {
+            let n = self.ring.len() + 1 - self.tail;
+            self.ring.drop_front(n);
+            self.grams.drop_front(n);
         }
         let pos = self.ring.end();
         self.ring.push(c);
-        let ring = &self.ring;
-        self.candidates.retain_mut(|cand| {
-            let same = pos >= cand.period && ring.at(pos - cand.period) == Some(c);
-            cand.run += 1;
-            same
-        });
-        self.index(pos, true);
+        if !self.candidates.is_empty() {
+            let ring = &self.ring;
+            self.candidates.retain_mut(|cand| {
+                let same = pos >= cand.period && ring.at(pos - cand.period) == Some(c);
+                cand.run += 1;
+                same
+            });
+        }
+        self.index(pos, c, true);
+        if self.candidates.is_empty() {
+            return None;
+        }
         self.check(pos)
     }
 
-    /// Updates the k-gram tables for the char at `pos`; with `discover`, opens candidates.
+    /// Updates the k-gram tables for the char `c` at `pos`; with `discover`, opens
+    /// candidates for the earlier positions with the same k-gram (up to `CHAIN_STEPS`).
     #[inline]
-    fn index(&mut self, pos: u64, discover: bool) {
-        let Some(h) = self.roll.roll(&self.ring, pos) else {
-            self.grams.push_back((0, 0));
+    fn index(&mut self, pos: u64, c: char, discover: bool) {
+        let start = self.ring.start();
+        let Some(h) = self.roll.roll(&self.ring, pos, c) else {
+            self.grams.push(0, (), start);
             return;
         };
-        let prev = self.last.insert(h, pos);
-        self.grams.push_back((h, prev.map_or(0, |p| p + 1)));
+        let mut q = self.grams.push(h, (), start);
         if !discover {
             return;
         }
-        let mut q = prev;
         for _ in 0..CHAIN_STEPS {
-            let Some(at) = q.filter(|&p| p >= self.ring.start) else {
+            let Some(at) = q.filter(|&p| p >= start) else {
                 break;
             };
             self.consider(pos, pos - at);
-            q = self
-                .grams
-                .get((at - self.ring.start) as usize)
-                .and_then(|g| g.1.checked_sub(1));
+            q = self.grams.same_before(at);
         }
     }
 
@@ -182,59 +183,41 @@ impl Tandem {
         None
     }
 
-    /// Drops the oldest char. Its entry in `last` stays: every lookup ignores positions
-    /// before the ring's start, so a stale entry reads as none, and not removing it saves
-    /// a lookup per char and the tombstones removals leave behind; stale entries are
-    /// dropped together once the table holds 7/4 of the tail (the bucket count a full
-    /// tail needs anyway).
-    fn evict(&mut self) {
-        self.grams.pop_front();
-        self.ring.pop_front();
-        if self.last.len() >= self.tail + self.tail * 3 / 4 {
-            let start = self.ring.start;
-            self.last.retain(|_, p| *p >= start);
-        }
-    }
-
     pub fn reset(&mut self) {
         self.ring.clear();
         self.candidates.clear();
-        self.grams.clear();
-        self.last.clear();
+        self.grams.restart_at(self.ring.start());
         self.roll.reset();
     }
 
-    /// Makes room in the lookup tables for `chars` more chars (capped at the tail), so
-    /// they grow once per chunk, not by doubling char after char.
+    /// Makes room in the tables for `chars` more chars (capped at the tail), so they grow
+    /// once per chunk, not by doubling char after char.
     pub fn reserve(&mut self, chars: usize) {
-        let want = (self.ring.chars.len() + chars).min(self.tail);
-        self.grams.reserve(want.saturating_sub(self.grams.len()));
-        self.last.reserve(want.saturating_sub(self.last.len()));
+        let want = (self.ring.len() + chars).min(self.tail);
+        self.ring.reserve(want);
+        if self.built {
+            self.grams.reserve(want);
+        }
     }
 
     /// Rebuilds the derived tables from the kept chars (after deserialization).
     pub fn rebuild(&mut self) {
         self.roll = Rolling::new(self.k());
-        self.grams.clear();
-        self.last.clear();
-        self.reserve(0);
-        for pos in self.ring.start..self.ring.end() {
-            self.index(pos, false);
+        self.grams.restart_at(self.ring.start());
+        self.grams.reserve(self.ring.len());
+        for pos in self.ring.start()..self.ring.end() {
+            self.index(pos, self.ring.get(pos), false);
         }
         self.built = true;
     }
 
     /// Frees the derived tables between responses; `ring` and the candidates stay.
     pub fn compact(&mut self) {
-        self.grams = VecDeque::new();
-        self.last = HashMap64::default();
+        self.grams.free();
         self.built = false;
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.ring.heap_bytes()
-            + self.grams.capacity() * 16
-            + self.last.capacity() * 17
-            + self.candidates.capacity() * 16
+        self.ring.heap_bytes() + self.grams.heap_bytes() + self.candidates.capacity() * 24
     }
 }

@@ -50,6 +50,11 @@ impl VariantRepeat {
             self.len += 1;
         }
         if self.len > 0 && self.raw.len() < RAW_KEEP {
+            if self.raw.capacity() == 0 {
+                // Sized once for its bound (RAW_KEEP bytes and one more char), not by
+                // doubling as longer sentences come.
+                self.raw.reserve_exact(RAW_KEEP + 4);
+            }
             self.raw.push(c);
         }
         None
