@@ -14,17 +14,10 @@ use std::collections::VecDeque;
 /// An anchor value for windows whose occurrences straddle boundaries differently.
 const MIXED: u32 = u32::MAX;
 
-/// Beside each window in the tail: where a response boundary fell in it (chars from the
-/// boundary to the window's end, 0 = none), and whether its hash has a `Seen` entry.
-#[derive(Debug, Clone, Copy, Default)]
-struct Mark {
-    anchor: u32,
-    shared: bool,
-}
-
 /// A window hash seen more than once in the tail since it was last absent: occurrences
-/// kept, and the boundary offset they share (`MIXED` once two disagreed). A window seen
-/// once needs no entry: its mark says all, so unique prose costs no map update.
+/// kept, and where a response boundary fell in them (chars from the boundary to the
+/// window's end, 0 = none, `MIXED` once two disagreed). A window seen once needs no entry,
+/// so unique prose costs no map update.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     count: u32,
@@ -39,9 +32,9 @@ pub struct BlockRepeat {
     /// Normalized chars kept.
     ring: CharRing,
     /// Derived by `rebuild`: the window hash ending at each kept position, the previous
-    /// position with the same one, and its mark; the entries of repeated hashes.
+    /// position with the same one, and whether its hash has a `Seen` entry; the entries.
     #[serde(skip)]
-    windows: HashChains<Mark>,
+    windows: HashChains<bool>,
     #[serde(skip)]
     seen: HashMap64<Seen>,
     /// Ring positions where a response started (the first char after a boundary).
@@ -116,19 +109,15 @@ impl BlockRepeat {
         let w = self.window as u64;
         let start = self.ring.start();
         let Some(h) = self.roll.roll(&self.ring, pos, c) else {
-            self.windows.push(0, Mark::default(), start);
+            self.windows.push(0, false, start);
             return None;
         };
-        let anchor = self.anchor_at(pos);
         // Windows are live while their first char is kept.
-        let mark = Mark {
-            anchor,
-            shared: false,
-        };
-        let prev = self.windows.push(h, mark, start + w - 1)?;
-        // Seen before: count it with the earlier ones.
-        let before = self.windows.payload(prev);
-        let seen = if before.shared {
+        let prev = self.windows.push(h, false, start + w - 1)?;
+        // Seen before: count it with the earlier ones. Where a boundary fell in a window is
+        // asked only now (the boundaries that matter for a kept window are still kept).
+        let anchor = self.anchor_at(pos);
+        let seen = if self.windows.payload(prev) {
             let e = self.seen.entry(h).or_insert(Seen { count: 0, anchor });
             e.count += 1;
             if e.anchor != anchor {
@@ -138,29 +127,17 @@ impl BlockRepeat {
         } else {
             let e = Seen {
                 count: 2,
-                anchor: if before.anchor == anchor {
+                anchor: if self.anchor_at(prev) == anchor {
                     anchor
                 } else {
                     MIXED
                 },
             };
             self.seen.insert(h, e);
-            self.windows.set_payload(
-                prev,
-                Mark {
-                    shared: true,
-                    ..before
-                },
-            );
+            self.windows.set_payload(prev, true);
             e
         };
-        self.windows.set_payload(
-            pos,
-            Mark {
-                shared: true,
-                ..mark
-            },
-        );
+        self.windows.set_payload(pos, true);
         let occurrences = seen.count as usize;
         let boundary_only = seen.anchor != 0 && seen.anchor != MIXED;
         if !detect || occurrences < self.count || boundary_only {
@@ -184,7 +161,7 @@ impl BlockRepeat {
         let w = self.window as u64;
         let end = self.ring.start() + w - 1;
         if let Some(h) = self.windows.hash_at(end).filter(|h| *h != 0) {
-            if self.windows.payload(end).shared {
+            if self.windows.payload(end) {
                 if let Some(e) = self.seen.get_mut(&h) {
                     e.count -= 1;
                     if e.count == 0 {
