@@ -2,7 +2,7 @@
 # The guard's throughput and latency against its own engine, measured in one run on a
 # running broker (scripts/kafka.sh start): the same fleet file through `loopguard replay`
 # (engine + decoding, no Kafka), through a plain consumer (read_committed) and through a
-# `loopguard serve` (its group's committed drain, group join and restore excluded); then
+# `loopguard serve` started and ready before the load (its group's committed drain); then
 # event-to-verdict latency at a paced rate, read_committed and read_uncommitted
 # (de-duplicated on verdict_id). Prints the ratios. Fresh topics per run; they are left on
 # the broker (names printed).
@@ -36,13 +36,21 @@ lg dump --events "$EVENTS" --sessions "$SESSIONS" >"$work/fleet.jsonl"
 start=$(date +%s.%N)
 "$BIN" replay "$work/fleet.jsonl" >/dev/null 2>&1
 replay_s=$(echo "$(date +%s.%N) - $start" | bc)
-lg preload --file "$work/fleet.jsonl" >&2
-raw=$(lg raw-consume | tee /dev/stderr | sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p')
-
+# The guard starts on the empty topic and is ready (every stream thread in the group,
+# partitions assigned) before the load lands: otherwise the first thread can take all the
+# partitions and hand half of them over mid-drain when the second joins (this broker runs
+# with group.initial.rebalance.delay.ms=0), which measured the hand-over, not the drain.
 "$BIN" serve >"$work/serve.log" 2>&1 &
 guard=$!
 trap 'kill $guard 2>/dev/null || true' EXIT
+for _ in $(seq 300); do
+  curl -fs "http://127.0.0.1:$ADMIN_PORT/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fs "http://127.0.0.1:$ADMIN_PORT/readyz" >/dev/null || { say "guard not ready: $work/serve.log"; exit 1; }
+lg preload --file "$work/fleet.jsonl" >&2
 drain=$(lg drain --group "$tag" | tee /dev/stderr | sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p')
+raw=$(lg raw-consume | tee /dev/stderr | sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p')
 lc=$(lg latency --rate "$RATE" --duration "$DURATION" --sessions "$SESSIONS" --isolation committed | tee /dev/stderr | sed -n 1p)
 lu=$(lg latency --rate "$RATE" --duration "$DURATION" --sessions "$SESSIONS" --isolation uncommitted | tee /dev/stderr | sed -n 1p)
 kill -TERM $guard; wait $guard || true
