@@ -80,26 +80,57 @@ pub fn classify(e: &KafkaError) -> Class {
     }
 }
 
-/// The one producer of an instance: verdicts, state records and dead letters.
+/// The producer of a stream thread: verdicts, state records and dead letters.
+///
+/// In exactly-once mode it is two transactional producers that take turns, one batch
+/// each. Kafka refuses to add partitions to a producer's next transaction with
+/// CONCURRENT_TRANSACTIONS until the broker has written the markers of its previous one,
+/// and librdkafka (no transactions v2, KIP-890) retries until then: the first verdicts of
+/// every batch waited for the last batch's markers, the read_uncommitted p99 of 20-30 ms
+/// (docs/benchmarks.md). The other producer's last transaction ended a whole batch ago.
+/// Only one transaction is ever open: the next begins after the last one's commit (or
+/// abort) returned, so records, state and offsets keep their order.
 pub struct TxnProducer {
     inner: GuardProducer,
+    /// The producer whose turn is next, with its transactional id's instance part.
+    spare: Option<(GuardProducer, String)>,
     cfg: Arc<Config>,
     instance: String,
     open: bool,
     failed_at_begin: u64,
 }
 
+/// The instance part of the transactional id of a stream thread's second producer.
+fn alternate_instance(instance: &str) -> String {
+    format!("{instance}-alt")
+}
+
 impl TxnProducer {
-    /// Creates the producer; in exactly-once mode, fences any predecessor with this id.
+    /// Creates the producer(s); in exactly-once mode, fences any predecessor with these ids.
     pub fn new(cfg: Arc<Config>, instance: &str) -> KafkaResult<Self> {
         let inner = create(&cfg, instance)?;
+        let spare = if cfg.kafka.delivery == Delivery::ExactlyOnce {
+            let alt = alternate_instance(instance);
+            Some((create(&cfg, &alt)?, alt))
+        } else {
+            None
+        };
         Ok(TxnProducer {
             inner,
+            spare,
             cfg,
             instance: instance.to_string(),
             open: false,
             failed_at_begin: 0,
         })
+    }
+
+    /// The transaction just ended: the other producer takes the next batch.
+    fn take_turns(&mut self) {
+        if let Some((spare, id)) = self.spare.as_mut() {
+            std::mem::swap(&mut self.inner, spare);
+            std::mem::swap(&mut self.instance, id);
+        }
     }
 
     pub fn producer(&self) -> &GuardProducer {
@@ -122,6 +153,9 @@ impl TxnProducer {
     /// Opens a transaction unless one is open (exactly-once), and serves delivery reports.
     pub fn begin(&mut self) -> Result<(), KafkaError> {
         self.inner.poll(Duration::ZERO);
+        if let Some((spare, _)) = &self.spare {
+            spare.poll(Duration::ZERO);
+        }
         if self.open {
             return Ok(());
         }
@@ -160,6 +194,7 @@ impl TxnProducer {
         match result {
             Ok(()) => {
                 self.open = false;
+                self.take_turns();
                 Ok(())
             }
             Err(e) => {
@@ -229,6 +264,7 @@ impl TxnProducer {
                 Ok(()) if outstanding => return self.replace(),
                 Ok(()) => {
                     self.open = false;
+                    self.take_turns();
                     return Ok(());
                 }
                 Err(e) => match classify(&e) {
