@@ -122,6 +122,15 @@ fn incompressible(n: usize, seed: u64) -> String {
         .collect()
 }
 
+/// A poison event too large for the dead-letter topic whole: a 600 KB `v` of the wrong
+/// type, so it is refused by decoding and its dead letter must be cut.
+fn oversized_poison(seed: u64) -> String {
+    format!(
+        r#"{{"v":"{}","event_id":"e1","session_id":"s-poison","ts":5,"type":"compaction"}}"#,
+        incompressible(600_000, seed)
+    )
+}
+
 /// A canary session (a doom loop: it gets verdicts) produced right behind a poison record.
 fn canary(id: &str, seed: u64) -> Vec<loopguard::engine::event::Event> {
     loopguard::fleet::session(
@@ -182,10 +191,7 @@ async fn poison_records_are_dead_lettered_and_the_canary_behind_each_gets_its_ve
     let env = Env::new(b, "poison");
     env.create_topics().await;
     let p = 1;
-    let v = format!(
-        r#"{{"v":"{}","event_id":"e1","session_id":"s-poison","ts":5,"type":"compaction"}}"#,
-        incompressible(600_000, 1)
-    );
+    let v = oversized_poison(1);
     let at_v = env.produce_record(Some(b"s-poison"), v.as_bytes(), p).await;
     let c1 = canary("canary-1", 1);
     env.produce_to(&c1, p).await;
@@ -298,10 +304,7 @@ async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partiti
     let p = 2;
     let before = canary("canary-0", 5);
     env.produce_to(&before, p).await;
-    let v = format!(
-        r#"{{"v":"{}","event_id":"e1","session_id":"s-poison","ts":5,"type":"compaction"}}"#,
-        incompressible(600_000, 7)
-    );
+    let v = oversized_poison(7);
     let at = env.produce_record(Some(b"s-poison"), v.as_bytes(), p).await;
     let after = canary("canary-1", 6);
     env.produce_to(&after, p).await;

@@ -1,7 +1,7 @@
-//! The guard's producer and its transaction life cycle: begin, commit with the retries
-//! librdkafka allows, an abort that always finishes (or replaces the producer), and the
-//! delivery reports that at-least-once mode checks before it commits offsets; `send`, which
-//! every record of the guard goes through.
+//! A stream thread's producer (two taking turns under exactly-once) and its transaction
+//! life cycle: begin, commit with the retries librdkafka allows, an abort that always
+//! finishes (or replaces the producer), and the delivery reports that at-least-once mode
+//! checks before it commits offsets; `send`, which every record of the guard goes through.
 //!
 //! librdkafka's error classes decide what happens to a failed call: *retriable* errors
 //! (a timeout) repeat the same call, *abortable* ones abort the transaction, *fatal* ones
@@ -153,9 +153,6 @@ impl TxnProducer {
     /// Opens a transaction unless one is open (exactly-once), and serves delivery reports.
     pub fn begin(&mut self) -> Result<(), KafkaError> {
         self.inner.poll(Duration::ZERO);
-        if let Some((spare, _)) = &self.spare {
-            spare.poll(Duration::ZERO);
-        }
         if self.open {
             return Ok(());
         }

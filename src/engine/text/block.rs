@@ -195,10 +195,6 @@ impl BlockRepeat {
         self.ring.reserve(want);
         if self.built {
             self.windows.reserve(want);
-            // Repeated windows are few in healthy text: room for one in 16 positions, so
-            // the map is sized with the tail, not by doubling as repeats come and go.
-            self.seen
-                .reserve((want / 16).saturating_sub(self.seen.len()));
         }
     }
 

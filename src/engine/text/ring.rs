@@ -172,7 +172,8 @@ impl<'de> Deserialize<'de> for CharRing {
             start: wire.start,
             ..CharRing::default()
         };
-        ring.reserve(wire.chars.len());
+        // Sized by chars, not bytes: CJK text would otherwise get three times the tail.
+        ring.reserve(wire.chars.chars().count());
         for c in wire.chars.chars() {
             ring.push(c);
         }
