@@ -109,6 +109,24 @@ pub fn run_consumer(
         kafka::consumer_config(&cfg).create_with_context(context)?;
     consumer.subscribe(&[&cfg.kafka.events_topic])?;
     tracing::info!(instance = %instance, topic = %cfg.kafka.events_topic, group = %cfg.kafka.group_id, "consuming");
+    let result = stream_loop(&consumer, &stop);
+    // However the loop ended, the callbacks served while the consumer closes only let the
+    // partitions go: no restore, no commit.
+    consumer.context().close();
+    result?;
+    tracing::info!("stop requested: in-flight work committed, leaving the group");
+    consumer.unsubscribe();
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline && consumer.poll(Duration::from_millis(100)).is_some() {}
+    Ok(())
+}
+
+/// How long a stream thread waits before it tries a failed rewind again.
+const REWIND_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The consumer loop of a stream thread, until `stop` is set (then in-flight work is
+/// committed) or an error it cannot ride out.
+fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyhow::Result<()> {
     while !stop.load(Ordering::Acquire) {
         // Wake up when the open batch is due, so an idle partition's last verdicts commit
         // on time, not one long poll later.
@@ -121,12 +139,26 @@ pub fn run_consumer(
         if w.needs_rewind {
             w.needs_rewind = false;
             drop(msg);
-            w.rewind(&consumer)?;
+            if let Err(e) = w.rewind(consumer) {
+                if let Some(fatal) = w.fatal.take() {
+                    anyhow::bail!(fatal);
+                }
+                if worker::rewind_cannot_recover(&e) {
+                    anyhow::bail!("rewinding to the last commit: {e}");
+                }
+                // The broker is away (or restarting): the engines stay at the last commit
+                // and the partitions unserved until it answers; polling goes on meanwhile,
+                // so the group sees this member alive and rebalances reach it.
+                tracing::warn!(error = %e, "rewind failed; trying again");
+                w.needs_rewind = true;
+                drop(w);
+                std::thread::sleep(REWIND_BACKOFF);
+            }
             continue;
         }
         match msg {
             Some(Ok(m)) => {
-                if let Err(e) = w.process(&consumer, &m) {
+                if let Err(e) = w.process(consumer, &m) {
                     tracing::error!(error = %e, "processing failed; rewinding to the last commit");
                     drop(m);
                     w.fail_batch();
@@ -137,20 +169,14 @@ pub fn run_consumer(
             None => {}
         }
         if w.due() {
-            if let Err(e) = w.commit(&consumer) {
+            if let Err(e) = w.commit(consumer) {
                 // The batch is aborted and a rewind is pending (`Worker::commit`).
                 tracing::error!(error = %e, "commit failed; rewinding to the last commit");
             }
         }
     }
-    let deadline = Instant::now() + GRACE;
-    {
-        let mut w = consumer.context().lock();
-        w.commit_final(&consumer)?;
-    }
-    tracing::info!("stop requested: in-flight work committed, leaving the group");
-    consumer.unsubscribe();
-    while Instant::now() < deadline && consumer.poll(Duration::from_millis(100)).is_some() {}
+    let mut w = consumer.context().lock();
+    w.commit_final(consumer)?;
     Ok(())
 }
 

@@ -16,6 +16,9 @@ pub struct GuardContext {
     events_topic: String,
     /// This thread's consumer has had its first assignment.
     joined: AtomicBool,
+    /// The thread has left its loop: callbacks served while the consumer closes only let
+    /// partitions go (a restore now would ask a handle being destroyed, for 20 s).
+    closing: AtomicBool,
 }
 
 impl GuardContext {
@@ -25,7 +28,17 @@ impl GuardContext {
             shared,
             events_topic,
             joined: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }
+    }
+
+    /// The thread is done with its consumer: from now on callbacks only let partitions go.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Worker> {
@@ -65,7 +78,9 @@ impl ConsumerContext for GuardContext {
                 .rebalances
                 .with_label_values(&["revoke"])
                 .inc();
-            if consumer.assignment_lost() {
+            if self.is_closing() {
+                w.abort();
+            } else if consumer.assignment_lost() {
                 tracing::warn!("assignment lost: dropping uncommitted work");
                 w.fail_batch();
             } else if let Err(e) = w.commit_final(consumer) {
@@ -85,6 +100,9 @@ impl ConsumerContext for GuardContext {
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if self.is_closing() {
+            return;
+        }
         if let Rebalance::Assign(tpl) = rebalance {
             self.shared
                 .metrics
@@ -108,7 +126,12 @@ impl ConsumerContext for GuardContext {
                 .committed(consumer, &parts)
                 .and_then(|committed| w.restore_all(&committed));
             if let Err(e) = restored {
-                w.fatal = Some(format!("restoring partitions {parts:?}: {e}"));
+                // Most often the broker went away mid-restore. The partitions stay assigned
+                // but not held; the loop's rewind restores every assigned partition and
+                // seeks it back, again until the broker answers. A fenced producer or a
+                // destroyed broker handle ends the thread there (`Worker::rewind_failed`).
+                tracing::warn!(partitions = ?parts, error = %e, "restore failed; the loop retries it");
+                w.needs_rewind = true;
             }
         }
         if !self.joined.swap(true, Ordering::AcqRel) {

@@ -131,11 +131,34 @@ fn read_ranges(
                     }
                 }
             }
+            // librdkafka reconnects by itself: a lost connection (often one reported late,
+            // from an outage that is over) only costs time, bounded by RESTORE_LIMIT.
+            Some(Err(e)) if passing(&e) => {
+                tracing::debug!(error = %e, "state reader: connection trouble, reading on")
+            }
             Some(Err(e)) => break Err(e),
         }
     };
     c.unassign()?;
     result
+}
+
+/// A consumer error that librdkafka recovers from by itself (reconnecting, finding the
+/// leader again): the read goes on.
+fn passing(e: &KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            C::BrokerTransportFailure
+                | C::AllBrokersDown
+                | C::Resolve
+                | C::NetworkException
+                | C::RequestTimedOut
+                | C::LeaderNotAvailable
+                | C::NotLeaderForPartition
+        )
+    )
 }
 
 /// Restores the last checkpoint of each partition of `engines` from the state topic, all

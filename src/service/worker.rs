@@ -5,6 +5,8 @@
 mod restore;
 mod rewind;
 
+pub use rewind::rewind_cannot_recover;
+
 use super::admin::{PartitionStatus, Shared};
 use super::dlq::{read_event, DeadLetter, Rejected, Source};
 use super::partition::{CheckpointPolicy, Part};

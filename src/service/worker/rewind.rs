@@ -1,16 +1,21 @@
-//! Rewinding after a failed batch: every owned partition reloaded from the committed state
-//! and the consumer sought back to the committed offsets, so nothing is lost or doubled; a
-//! record that keeps failing is given up after `kafka.max_record_retries`.
+//! Rewinding after a failed batch: every assigned partition reloaded from the committed
+//! state and the consumer sought back to the committed offsets, so nothing is lost or
+//! doubled; a record that keeps failing is given up after `kafka.max_record_retries`.
 
 use super::Worker;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 impl Worker {
-    /// After a failed commit: reload every owned partition from the committed state and
-    /// rewind the consumer to the committed offsets, so nothing is lost or doubled.
+    /// After a failed commit: reload every assigned partition from the committed state and
+    /// rewind the consumer to the committed offsets, so nothing is lost or doubled. The
+    /// assignment, not the partitions held: one whose restore failed (the broker went away
+    /// mid-restore) is assigned without being held, and its consumer position is past
+    /// records no engine has seen. A failed rewind leaves nothing half done that the next
+    /// one does not redo.
     pub fn rewind<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
@@ -22,8 +27,13 @@ impl Worker {
                 return Err(e);
             }
         }
-        let owned: Vec<i32> = self.parts.keys().copied().collect();
-        let committed = self.committed(consumer, &owned)?;
+        let owned = self.assigned(consumer);
+        // An assignment lost or revoked meanwhile: nothing to reload, nothing to seek.
+        let committed = if owned.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.committed(consumer, &owned)?
+        };
         for (p, offset) in self.retries.rewound(&committed) {
             self.shared.metrics.records_given_up.inc();
             tracing::error!(
@@ -46,6 +56,9 @@ impl Worker {
         }
         self.restore_all(&committed)?;
         self.shared.refresh_ready();
+        if committed.is_empty() {
+            return Ok(()); // librdkafka refuses an empty seek (_INVALID_ARG)
+        }
         let mut seek = TopicPartitionList::new();
         for (&p, offset) in &committed {
             let offset = offset.map_or(Offset::Beginning, Offset::Offset);
@@ -53,6 +66,29 @@ impl Worker {
         }
         seek_with_retries(consumer, seek)
     }
+
+    /// The partitions of the events topic assigned to `consumer` (those held, when
+    /// librdkafka cannot say).
+    fn assigned<C: ConsumerContext>(&self, consumer: &BaseConsumer<C>) -> Vec<i32> {
+        match consumer.assignment() {
+            Ok(tpl) => tpl
+                .elements()
+                .iter()
+                .filter(|e| e.topic() == self.cfg.kafka.events_topic)
+                .map(|e| e.partition())
+                .collect(),
+            Err(_) => self.parts.keys().copied().collect(),
+        }
+    }
+}
+
+/// True for a failed rewind that waiting will not mend: the consumer's broker handle was
+/// destroyed (`committed` asked it for 20 s). Seen after a broker restart, such a consumer
+/// held its partitions for minutes without serving them; an exit lets a fresh process (or
+/// another instance) take over. Everything else (the broker unreachable, timeouts) is
+/// tried again.
+pub fn rewind_cannot_recover(e: &KafkaError) -> bool {
+    e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::BrokerDestroy)
 }
 
 /// Seeks the consumer back, retrying while librdkafka refuses (`_INVALID_ARG` while a
