@@ -8,7 +8,8 @@
 //!
 //! Workloads: `tools`, `decode` (measured in `workloads::decode_and_run`), `real` (the
 //! real agent traces decoded and judged, also in `decode_and_run`) and `real-parse` (the
-//! same bytes only parsed into `serde_json::Value`: the floor, in `parse_floor`), and the
+//! same bytes only parsed into `serde_json::Value`: the floor, in `parse_floor`), the same
+//! split by kind (`real-reasoning`, `real-tools`, each with `-parse` for its floor), and the
 //! reasoning ones by name (`reasoning/loops_8_32_chars`, ...). An optional second argument
 //! repeats the run.
 
@@ -57,6 +58,23 @@ fn main() {
             let n = wire.len() as f64;
             time("real-parse", n, "events", &mut || {
                 std::hint::black_box(workloads::parse_floor(&wire));
+            });
+        }
+        // The real traces split by kind: `real-reasoning`, `real-tools`, and each with
+        // `-parse` for its floor.
+        kind if kind.starts_with("real-") => {
+            let (kind, floor) = match kind.strip_suffix("-parse") {
+                Some(k) => (&k[5..], true),
+                None => (&kind[5..], false),
+            };
+            let wire = workloads::real_traces_of(kind);
+            let n = wire.len() as f64;
+            time(kind, n, "events", &mut || {
+                if floor {
+                    std::hint::black_box(workloads::parse_floor(&wire));
+                } else {
+                    drop(workloads::decode_and_run(&wire));
+                }
             });
         }
         "decode" => {

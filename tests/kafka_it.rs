@@ -201,7 +201,15 @@ async fn restart_resumes_from_committed_state_and_sigterm_commits_in_flight_work
     let (first, second) = events.split_at(events.len() / 2);
     let mut guard = env.spawn_guard(&cfg, "a");
     env.produce(first, Duration::ZERO);
-    std::thread::sleep(Duration::from_secs(8));
+    // Processed, not committed: every verdict of `first` is in the open transactions (a
+    // fixed wait was a guess on a loaded machine); the events after the last verdict of a
+    // partition take a moment more.
+    let want = oracle(first).len();
+    let until = Instant::now() + Duration::from_secs(90);
+    while env.verdicts_uncommitted_deduplicated().0.len() < want && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(2));
     assert!(
         !env.wait_committed(Duration::from_millis(10)),
         "nothing is committed before the signal"

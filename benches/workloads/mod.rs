@@ -369,6 +369,20 @@ pub fn real_traces() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The real traces' records of one kind: the reasoning chunks (`reasoning`) or everything
+/// else (`tools`: tool calls and results, turn ends, user messages), in their order; the
+/// issue's two ratios, streamed text and tool traffic, each against its own floor.
+pub fn real_traces_of(kind: &str) -> Vec<Vec<u8>> {
+    real_traces()
+        .into_iter()
+        .filter(|b| {
+            let v: serde_json::Value = serde_json::from_slice(b).expect("valid JSON");
+            let reasoning = v["type"] == "reasoning";
+            reasoning == (kind == "reasoning")
+        })
+        .collect()
+}
+
 /// The parse floor: each record parsed into a `serde_json::Value` and dropped, nothing more.
 #[inline(never)]
 pub fn parse_floor(wire: &[Vec<u8>]) -> usize {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -29,12 +30,15 @@ OUTAGE = 8.0
 
 
 def _port_pair() -> int:
-    """A port whose next one is free too (the broker's controller listener)."""
-    for _ in range(50):
-        port = free_port()
+    """A free port whose next one is free too (the broker's controller listener), below the
+    kernel's ephemeral range: a port from that range can be handed to an outgoing
+    connection while the broker is down, and the broker could not bind it again."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
         try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
+            for p in (port, port + 1):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
             return port
         except OSError:
             continue

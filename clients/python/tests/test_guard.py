@@ -79,7 +79,8 @@ def test_streamed_reasoning_is_steered_before_the_turn_ends(guard: Guard) -> Non
     s.user_message("Why does the test fail?")
     chunk = "Let me re-check whether the fixture path is right before running it. "
     steer = None
-    for _ in range(40):  # a stream that would go on for a long time
+    streaming_until = time.monotonic() + WAIT
+    while time.monotonic() < streaming_until:  # a stream that would go on for a long time
         s.reasoning(chunk)
         got = s.take_verdicts(timeout=0.05)
         if got:
@@ -218,7 +219,10 @@ def test_a_reader_restart_does_not_deliver_a_verdict_twice(guard_process: GuardP
     while not delivered and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(delivered) == 1 and delivered[0].action is Action.BLOCK
-    time.sleep(0.5)  # time for the duplicate to arrive, be read and be dropped
+    # The duplicate arrives, is read and is dropped.
+    deadline = time.monotonic() + WAIT
+    while guard.stats().verdicts_duplicate < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert [v.verdict_id for v in s.verdicts] == [first.verdict_id]
     st = guard.stats()
     assert st.reader_restarts == 1 and st.verdicts_duplicate >= 1, st

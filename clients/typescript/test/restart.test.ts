@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { after, before, test } from "node:test";
 import { randomUUID } from "node:crypto";
@@ -24,9 +24,22 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
+function accepts(port: number): Promise<boolean> {
+  return new Promise((ok) => {
+    const c = connect({ port, host: "127.0.0.1" });
+    c.once("connect", () => {
+      c.destroy();
+      ok(true);
+    });
+    c.once("error", () => ok(false));
+  });
+}
+
+// Below the kernel's ephemeral range (32768 and up): a port taken from it can be handed to
+// some outgoing connection while the broker is down, and the broker could not bind it again.
 async function portPair(): Promise<number> {
   for (let i = 0; i < 200; i++) {
-    const port = 30000 + Math.floor(Math.random() * 20000);
+    const port = 20000 + Math.floor(Math.random() * 12000);
     if ((await portFree(port)) && (await portFree(port + 1))) return port;
   }
   throw new Error("no free port pair");
@@ -61,7 +74,12 @@ class Broker {
     p.unref();
     this.pid = p.pid as number;
     writeFileSync(join(this.run, "kafka.pid"), `${this.pid}\n`); // so kafka.sh stop finds it
-    for (let i = 0; i < 900 && (await portFree(this.port)); i++) await sleep(100);
+    // Connect, never listen: a check that bound the port could take it from the broker.
+    for (let i = 0; i < 900; i++) {
+      if (await accepts(this.port)) return;
+      await sleep(100);
+    }
+    throw new Error(`broker on ${this.port} did not come back`);
   }
   close(): void {
     execFileSync("bash", [KAFKA_SH, "stop", String(this.port)], { stdio: "ignore", timeout: 120_000 });
