@@ -55,32 +55,47 @@ fn write_string(s: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(s.len() + 2);
     out.push('"');
+    let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let short = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
+    // Runs of bytes that need no escape are copied whole.
+    while let Some(n) = bytes[start..].iter().position(|&b| ESCAPE[b as usize] != 0) {
+        let i = start + n;
         out.push_str(&s[start..i]);
-        if short.is_empty() {
-            out.push_str("\\u00");
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 0xf) as usize] as char);
-        } else {
-            out.push_str(short);
+        let b = bytes[i];
+        match ESCAPE[b as usize] {
+            b'u' => {
+                out.push_str("\\u00");
+                out.push(HEX[(b >> 4) as usize] as char);
+                out.push(HEX[(b & 0xf) as usize] as char);
+            }
+            short => {
+                out.push('\\');
+                out.push(short as char);
+            }
         }
         start = i + 1;
     }
     out.push_str(&s[start..]);
     out.push('"');
 }
+
+/// How serde_json escapes a byte: 0 = not at all, `u` = `\u00xx`, else `\` + this byte.
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = b'u';
+        b += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
 
 /// Canonical args text.
 pub fn canonical(args: &Value) -> String {
@@ -202,7 +217,108 @@ fn collect_identity(v: &Value, keys: &[String], path: &mut String, acc: &mut Str
 /// Paths and URLs inside free text (a shell command, a query): tokens split on whitespace,
 /// quotes and shell operators that hold a `/` and a letter or digit. Two commands that
 /// name different paths are different work, however similar their text (ours).
+/// `path_tokens_by_char` is the definition, char by char; the tests hold the two equal.
 pub fn path_tokens(s: &str) -> impl Iterator<Item = &str> {
+    PathTokens { s, at: 0 }
+}
+
+/// The scan behind `path_tokens`: a token can only be a path where it holds a `/`, so the
+/// text is searched for `/` (memchr) and only the tokens around them are looked at, from
+/// the `/` back and forth to the nearest separators.
+struct PathTokens<'a> {
+    s: &'a str,
+    /// Where the next search starts: the start of the text or the separator (or end) that
+    /// ended the last token looked at; no token starts before it.
+    at: usize,
+}
+
+/// What an ASCII byte is to `path_tokens`.
+const SEP: u8 = 1;
+const ALNUM: u8 = 2;
+const CLASS: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let seps = b"\t\n\x0b\x0c\r &|;<>()\"'`=,";
+    let mut i = 0;
+    while i < seps.len() {
+        t[seps[i] as usize] = SEP;
+        i += 1;
+    }
+    let mut c = 0;
+    while c < 128 {
+        if (c as u8).is_ascii_alphanumeric() {
+            t[c] = ALNUM;
+        }
+        c += 1;
+    }
+    t
+};
+
+/// A char's class: `SEP`, `ALNUM` or 0.
+#[inline]
+fn char_class(c: char) -> u8 {
+    if c.is_ascii() {
+        CLASS[c as usize]
+    } else if c.is_whitespace() {
+        SEP
+    } else if c.is_alphanumeric() {
+        ALNUM
+    } else {
+        0
+    }
+}
+
+impl<'a> Iterator for PathTokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let (s, bytes) = (self.s, self.s.as_bytes());
+        loop {
+            let slash = self.at + s.get(self.at..)?.find('/')?;
+            let mut seen = 0u8;
+            // Back to the separator before the `/` (or to where the search started).
+            let mut start = slash;
+            while start > self.at {
+                let b = bytes[start - 1];
+                let (class, width) = if b < 0x80 {
+                    (CLASS[b as usize], 1)
+                } else {
+                    let c = s[..start].chars().next_back().unwrap_or(' ');
+                    (char_class(c), c.len_utf8())
+                };
+                if class == SEP {
+                    break;
+                }
+                seen |= class;
+                start -= width;
+            }
+            // On to the separator after it (or the end).
+            let mut end = slash + 1;
+            while end < bytes.len() {
+                let b = bytes[end];
+                let (class, width) = if b < 0x80 {
+                    (CLASS[b as usize], 1)
+                } else {
+                    let c = s[end..].chars().next().unwrap_or(' ');
+                    (char_class(c), c.len_utf8())
+                };
+                if class == SEP {
+                    break;
+                }
+                seen |= class;
+                end += width;
+            }
+            self.at = end;
+            if seen & ALNUM != 0 {
+                return Some(&s[start..end]);
+            }
+        }
+    }
+}
+
+/// `path_tokens` by its definition: `split` on a char predicate, then a filter. Twice the
+/// instructions on shell commands (most tokens are no path and were looked at again).
+#[cfg(test)]
+pub fn path_tokens_by_char(s: &str) -> impl Iterator<Item = &str> {
     s.split(|c: char| {
         c.is_whitespace()
             || matches!(
@@ -249,6 +365,57 @@ pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    proptest::proptest! {
+        /// The byte scan finds the tokens the char-by-char definition does, in any text:
+        /// ASCII separators, non-ASCII whitespace (U+0085, U+00A0, U+2028, U+3000, ...),
+        /// non-ASCII letters and digits, other non-ASCII chars.
+        #[test]
+        fn path_tokens_by_bytes_are_the_definitions(
+            s in "([a-z0-9/._~-]{0,6}[ \t\n\x0b\x0c\r&|;<>()\"'`=,\u{85}\u{a0}\u{1680}\u{2000}\u{200a}\u{2028}\u{202f}\u{205f}\u{3000}\u{1c}é/ß日٣\u{10348}→]{0,3}){0,12}"
+        ) {
+            let fast: Vec<&str> = path_tokens(&s).collect();
+            let slow: Vec<&str> = path_tokens_by_char(&s).collect();
+            proptest::prop_assert_eq!(fast, slow);
+        }
+    }
+
+    /// Every string of the real traces (tool arguments, results, reasoning): the same tokens.
+    #[test]
+    fn path_tokens_by_bytes_are_the_definitions_on_real_traces() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real/agent-traces");
+        let mut strings = 0;
+        for f in ["swe-agent.jsonl", "mini-swe-agent.jsonl"] {
+            let text = std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
+            for line in text.lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                let mut stack = vec![&v];
+                while let Some(v) = stack.pop() {
+                    match v {
+                        Value::String(s) => {
+                            strings += 1;
+                            let fast: Vec<&str> = path_tokens(s).collect();
+                            assert_eq!(fast, path_tokens_by_char(s).collect::<Vec<_>>(), "{s}");
+                        }
+                        Value::Array(a) => stack.extend(a),
+                        Value::Object(o) => stack.extend(o.values()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert!(strings > 10_000, "{strings}");
+    }
+
+    #[test]
+    fn path_tokens_split_on_unicode_whitespace_and_keep_unicode_paths() {
+        let s = "cat /tmp/a\u{a0}/tmp/b\u{3000}ls /é/日 = x/1,/y 'q/r' / // →/→ /٣";
+        let got: Vec<&str> = path_tokens(s).collect();
+        assert_eq!(got, ["/tmp/a", "/tmp/b", "/é/日", "x/1", "/y", "q/r", "/٣"]);
+        assert_eq!(got, path_tokens_by_char(s).collect::<Vec<_>>());
+        assert_eq!(path_tokens("").count(), 0);
+        assert_eq!(path_tokens("a/b").collect::<Vec<_>>(), ["a/b"]);
+    }
 
     #[test]
     fn key_order_and_whitespace_do_not_matter() {

@@ -482,7 +482,7 @@ impl Event {
                         check_max(field, value.as_deref(), MAX_EVIDENCE_CHARS)?;
                     }
                 }
-                if let Some(text) = error {
+                if let Some(text) = error.as_mut().filter(|t| t.len() > MAX_ERROR_CHARS) {
                     if let Some((cut, _)) = text.char_indices().nth(MAX_ERROR_CHARS) {
                         text.truncate(cut);
                     }
@@ -537,7 +537,7 @@ pub fn quote(text: &str) -> String {
 }
 
 fn check_max(field: &'static str, s: Option<&str>, max: usize) -> Result<(), DecodeError> {
-    match s.map(|s| s.chars().count()) {
+    match s.filter(|s| s.len() > max).map(|s| s.chars().count()) {
         Some(n) if n > max => Err(DecodeError::InvalidField {
             field,
             why: format!("length {n} over {max}"),
@@ -547,6 +547,10 @@ fn check_max(field: &'static str, s: Option<&str>, max: usize) -> Result<(), Dec
 }
 
 fn check_len(field: &'static str, s: &str, max: usize) -> Result<(), DecodeError> {
+    // No more bytes than `max`: no more chars either, nothing to count.
+    if !s.is_empty() && s.len() <= max {
+        return Ok(());
+    }
     let n = s.chars().count();
     if n == 0 || n > max {
         return Err(DecodeError::InvalidField {

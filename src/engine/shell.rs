@@ -111,8 +111,57 @@ fn identity_options(words: &[String], keys: &[String], out: &mut Vec<String>) {
     }
 }
 
-/// The command text without heredoc bodies: the lines a shell parses as commands.
+/// The command text without heredoc bodies: the lines a shell parses as commands. A body
+/// is skipped by searching for its delimiter, not line by line (scripts written through a
+/// heredoc are most of a coding agent's command bytes); `command_lines_by_line` is the
+/// definition, checked against this in the tests.
 fn command_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4096));
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (line, after) = first_line(rest);
+        if !out.is_empty() {
+            out.push_str(" ; ");
+        }
+        out.push_str(line);
+        rest = match heredoc_delimiter(line) {
+            Some(end) => after_body(after, &end),
+            None => after,
+        };
+    }
+    out
+}
+
+/// The first line of `text` as `str::lines` gives it (no `\n`, no `\r` before it), and
+/// what follows it.
+fn first_line(text: &str) -> (&str, &str) {
+    match text.find('\n') {
+        Some(i) => {
+            let line = &text[..i];
+            (line.strip_suffix('\r').unwrap_or(line), &text[i + 1..])
+        }
+        None => (text, ""),
+    }
+}
+
+/// What follows the line of `text` that is `end` once trimmed (the body's last line);
+/// nothing when no line is.
+fn after_body<'a>(text: &'a str, end: &str) -> &'a str {
+    let mut from = 0;
+    while let Some(k) = text[from..].find(end).map(|k| from + k) {
+        let start = text[..k].rfind('\n').map_or(0, |i| i + 1);
+        let (line, after) = first_line(&text[start..]);
+        if line.trim() == end {
+            return after;
+        }
+        from = k + end.len();
+    }
+    ""
+}
+
+/// `command_lines` by its definition, line by line.
+#[cfg(test)]
+fn command_lines_by_line(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(4096));
     let mut until: Option<String> = None;
     for line in text.lines() {
@@ -149,22 +198,23 @@ fn words(text: &str) -> Vec<String> {
     let raw =
         shlex::split(text).unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect());
     let mut out = Vec::with_capacity(raw.len());
-    for w in raw {
-        let mut w = w.as_str();
+    for mut w in raw {
         let mut trailing = None;
         for sep in [";", "&&"] {
             if w.len() > sep.len() && w.ends_with(sep) {
-                w = &w[..w.len() - sep.len()];
+                w.truncate(w.len() - sep.len());
                 trailing = Some(sep);
                 break;
             }
         }
-        match redirection(w) {
+        // Most words are kept as they are: moved, not copied.
+        match redirection(&w) {
             Some((op, target)) if !target.is_empty() => {
+                let target = target.to_string();
                 out.push(op.to_string());
-                out.push(target.to_string());
+                out.push(target);
             }
-            _ => out.push(w.to_string()),
+            _ => out.push(w),
         }
         if let Some(sep) = trailing {
             out.push(sep.to_string());
@@ -368,6 +418,59 @@ fn test_paths<'a>(args: &'a [&'a str]) -> impl Iterator<Item = String> + 'a {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        /// Skipping heredoc bodies by searching for the delimiter gives the lines the
+        /// line-by-line definition gives, in any text: nested and unterminated heredocs,
+        /// quoted and dashed delimiters, `\r\n`, empty lines, delimiters inside lines.
+        #[test]
+        fn command_lines_are_the_line_by_line_definitions(
+            parts in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just("cat > f << EOF".to_string()),
+                proptest::strategy::Just("cat <<-'END' | sh".to_string()),
+                proptest::strategy::Just("python - <<\"PY\"".to_string()),
+                proptest::strategy::Just("EOF".to_string()),
+                proptest::strategy::Just("  EOF  ".to_string()),
+                proptest::strategy::Just("END".to_string()),
+                proptest::strategy::Just("PY".to_string()),
+                proptest::strategy::Just("xEOF EOFx".to_string()),
+                proptest::strategy::Just("".to_string()),
+                "[a-z <>'\";|&EOF\r]{0,12}",
+            ], 0..14),
+            seps in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just("\n"), proptest::strategy::Just("\r\n"), proptest::strategy::Just("\n\n")
+            ], 14),
+            end in proptest::prop_oneof![
+                proptest::strategy::Just(""), proptest::strategy::Just("\n"), proptest::strategy::Just("\r"),
+            ],
+        ) {
+            let mut text = String::new();
+            for (p, sep) in parts.iter().zip(&seps) {
+                text.push_str(p);
+                text.push_str(sep);
+            }
+            text.push_str(end);
+            proptest::prop_assert_eq!(command_lines(&text), command_lines_by_line(&text));
+        }
+    }
+
+    /// Every command of the real traces: the same command lines.
+    #[test]
+    fn command_lines_are_the_definitions_on_real_traces() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real/agent-traces");
+        let mut commands = 0;
+        for f in ["swe-agent.jsonl", "mini-swe-agent.jsonl"] {
+            let text = std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                if let Some(c) = v["args"]["command"].as_str() {
+                    commands += 1;
+                    assert_eq!(command_lines(c), command_lines_by_line(c), "{c}");
+                }
+            }
+        }
+        assert!(commands > 900, "{commands}");
+    }
+
     use super::*;
 
     fn analyse(line: &str) -> Command {

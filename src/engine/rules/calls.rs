@@ -206,9 +206,15 @@ fn field_text(key: &str, value: &str) -> String {
     if used >= FIELD_TEXT_CHARS {
         return crate::engine::verdict::clip(&head, FIELD_TEXT_CHARS);
     }
-    let rest = match value.char_indices().nth(FIELD_TEXT_CHARS - used) {
-        Some((i, _)) => &value[..i],
-        None => value,
+    let room = FIELD_TEXT_CHARS - used;
+    // No more bytes than the room: no more chars either, nothing to count.
+    let rest = if value.len() <= room {
+        value
+    } else {
+        match value.char_indices().nth(room) {
+            Some((i, _)) => &value[..i],
+            None => value,
+        }
     };
     head + rest
 }

@@ -18,7 +18,14 @@ pub struct ErrorRepeat {
 
 /// Error text with spacing normalized (what "the same error" means here).
 pub fn normalize(error: &str) -> String {
-    error.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(error.len());
+    for word in error.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 /// An error text that says nothing about the failure (empty, `error`, `exit code 1`): two
@@ -184,5 +191,22 @@ impl SameFailures {
             msg,
             json!({"tool": tool, "count": entry.count, "error": clip(error, 200), "scope": label}),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    proptest::proptest! {
+        /// `normalize` is `split_whitespace` joined by single spaces, in any text (ASCII
+        /// and Unicode whitespace, other non-ASCII chars).
+        #[test]
+        fn normalize_is_split_whitespace_joined(
+            s in "[a-z:./ \\t\\n\\x0b\\x0c\\r\\u{1c}\\u{85}\\u{a0}\\u{2028}\\u{3000}é日→]{0,60}"
+        ) {
+            let want = s.split_whitespace().collect::<Vec<_>>().join(" ");
+            proptest::prop_assert_eq!(normalize(&s), want);
+        }
     }
 }
