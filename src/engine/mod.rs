@@ -10,6 +10,7 @@ pub mod intents;
 pub mod policy;
 pub mod rules;
 pub mod shell;
+pub mod shell_words;
 pub mod stats;
 pub mod text;
 pub mod verdict;

@@ -1,6 +1,6 @@
 //! What a shell command line does, as the repeat rules need it: the files it writes, the
 //! scripts and tests it runs, whether it changes the world and whether it restores a file
-//! from a copy. Words come from a POSIX shell-words lexer (the `shlex` crate); heredoc
+//! from a copy. Words come from a POSIX shell-words lexer (`shell_words`); heredoc
 //! bodies are skipped. Pure: no IO, nothing is executed.
 
 /// The facts of one command line.
@@ -195,8 +195,8 @@ fn heredoc_delimiter(line: &str) -> Option<String> {
 /// Shell words, with separators and redirections that were glued to a word split off
 /// (`cd x;` -> `cd`, `x`, `;`; `>f` -> `>`, `f`). Unbalanced quotes fall back to spaces.
 fn words(text: &str) -> Vec<String> {
-    let raw =
-        shlex::split(text).unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect());
+    let raw = super::shell_words::split(text)
+        .unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect());
     let mut out = Vec::with_capacity(raw.len());
     for mut w in raw {
         let mut trailing = None;
