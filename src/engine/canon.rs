@@ -383,24 +383,19 @@ mod tests {
     /// Every string of the real traces (tool arguments, results, reasoning): the same tokens.
     #[test]
     fn path_tokens_by_bytes_are_the_definitions_on_real_traces() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real/agent-traces");
         let mut strings = 0;
-        for f in ["swe-agent.jsonl", "mini-swe-agent.jsonl"] {
-            let text = std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
-            for line in text.lines() {
-                let v: Value = serde_json::from_str(line).unwrap();
-                let mut stack = vec![&v];
-                while let Some(v) = stack.pop() {
-                    match v {
-                        Value::String(s) => {
-                            strings += 1;
-                            let fast: Vec<&str> = path_tokens(s).collect();
-                            assert_eq!(fast, path_tokens_by_char(s).collect::<Vec<_>>(), "{s}");
-                        }
-                        Value::Array(a) => stack.extend(a),
-                        Value::Object(o) => stack.extend(o.values()),
-                        _ => {}
+        for v in crate::engine::real_traces::records() {
+            let mut stack = vec![&v];
+            while let Some(v) = stack.pop() {
+                match v {
+                    Value::String(s) => {
+                        strings += 1;
+                        let fast: Vec<&str> = path_tokens(s).collect();
+                        assert_eq!(fast, path_tokens_by_char(s).collect::<Vec<_>>(), "{s}");
                     }
+                    Value::Array(a) => stack.extend(a),
+                    Value::Object(o) => stack.extend(o.values()),
+                    _ => {}
                 }
             }
         }

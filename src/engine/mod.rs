@@ -8,6 +8,8 @@ pub mod emit;
 pub mod event;
 pub mod intents;
 pub mod policy;
+#[cfg(test)]
+mod real_traces;
 pub mod rules;
 pub mod shell;
 pub mod shell_words;
