@@ -154,7 +154,12 @@ fn after_body<'a>(text: &'a str, end: &str) -> &'a str {
         if line.trim() == end {
             return after;
         }
-        from = k + end.len();
+        // Not the last line: on to the next line (another hit in this one is this line
+        // again, and looking at it once per hit made a long line quadratic).
+        if after.is_empty() {
+            return "";
+        }
+        from = text.len() - after.len();
     }
     ""
 }
@@ -451,6 +456,18 @@ mod tests {
             text.push_str(end);
             proptest::prop_assert_eq!(command_lines(&text), command_lines_by_line(&text));
         }
+    }
+
+    /// A body line holding the delimiter many times is looked at once, not once per hit
+    /// (200,000 hits on one line took minutes that way).
+    #[test]
+    fn a_long_body_line_full_of_the_delimiter_is_skipped_in_one_pass() {
+        let line = "a".repeat(200_000) + "b";
+        let text = format!("cat <<a\n{line}\na\nls x");
+        let started = std::time::Instant::now();
+        assert_eq!(command_lines(&text), "cat <<a ; ls x");
+        assert_eq!(command_lines(&text), command_lines_by_line(&text));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     /// Every command of the real traces: the same command lines.

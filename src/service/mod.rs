@@ -127,6 +127,8 @@ const REWIND_BACKOFF: Duration = Duration::from_millis(500);
 /// The consumer loop of a stream thread, until `stop` is set (then in-flight work is
 /// committed) or an error it cannot ride out.
 fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyhow::Result<()> {
+    // Since when rewinds have failed with errors other than the broker's absence.
+    let mut failing_since: Option<Instant> = None;
     while !stop.load(Ordering::Acquire) {
         // Wake up when the open batch is due, so an idle partition's last verdicts commit
         // on time, not one long poll later.
@@ -139,20 +141,36 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
         if w.needs_rewind {
             w.needs_rewind = false;
             drop(msg);
-            if let Err(e) = w.rewind(consumer) {
-                if let Some(fatal) = w.fatal.take() {
-                    anyhow::bail!(fatal);
+            match w.rewind(consumer) {
+                Ok(()) => failing_since = None,
+                Err(e) => {
+                    if let Some(fatal) = w.fatal.take() {
+                        anyhow::bail!(fatal);
+                    }
+                    let since = match worker::rewind_retry(&e) {
+                        worker::RewindRetry::Never => {
+                            anyhow::bail!("rewinding to the last commit: {e}")
+                        }
+                        worker::RewindRetry::Unbounded => None,
+                        worker::RewindRetry::Bounded => {
+                            Some(*failing_since.get_or_insert_with(Instant::now))
+                        }
+                    };
+                    if since.is_some_and(|t| t.elapsed() > worker::REWIND_GIVE_UP) {
+                        anyhow::bail!(
+                            "rewinding to the last commit failed for {} s: {e}",
+                            worker::REWIND_GIVE_UP.as_secs()
+                        );
+                    }
+                    // The broker is away (or restarting): the engines stay at the last
+                    // commit and the partitions unserved (`/readyz` 503) until it answers;
+                    // polling goes on meanwhile, so the group sees this member alive and
+                    // rebalances reach it.
+                    tracing::warn!(error = %e, "rewind failed; trying again");
+                    w.needs_rewind = true;
+                    drop(w);
+                    std::thread::sleep(REWIND_BACKOFF);
                 }
-                if worker::rewind_cannot_recover(&e) {
-                    anyhow::bail!("rewinding to the last commit: {e}");
-                }
-                // The broker is away (or restarting): the engines stay at the last commit
-                // and the partitions unserved until it answers; polling goes on meanwhile,
-                // so the group sees this member alive and rebalances reach it.
-                tracing::warn!(error = %e, "rewind failed; trying again");
-                w.needs_rewind = true;
-                drop(w);
-                std::thread::sleep(REWIND_BACKOFF);
             }
             continue;
         }

@@ -129,7 +129,7 @@ impl ConsumerContext for GuardContext {
                 // Most often the broker went away mid-restore. The partitions stay assigned
                 // but not held; the loop's rewind restores every assigned partition and
                 // seeks it back, again until the broker answers. A fenced producer or a
-                // destroyed broker handle ends the thread there (`Worker::rewind_failed`).
+                // destroyed broker handle ends the thread there (`worker::rewind_retry`).
                 tracing::warn!(partitions = ?parts, error = %e, "restore failed; the loop retries it");
                 w.needs_rewind = true;
             }

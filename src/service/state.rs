@@ -93,6 +93,7 @@ fn read_ranges(
     }
     c.assign(&tpl)?;
     let started = Instant::now();
+    let mut trouble_since: Option<Instant> = None;
     let result = loop {
         if open.is_empty() {
             break Ok(());
@@ -107,6 +108,7 @@ fn read_ranges(
         match c.poll(Duration::from_millis(10)) {
             Some(Ok(m)) if m.topic() != topic => {}
             Some(Ok(m)) => {
+                trouble_since = None;
                 // A record of a partition already done (or of an earlier assignment of
                 // this reader) is not ours.
                 let Some(&until) = open.get(&m.partition()) else {
@@ -132,8 +134,14 @@ fn read_ranges(
                 }
             }
             // librdkafka reconnects by itself: a lost connection (often one reported late,
-            // from an outage that is over) only costs time, bounded by RESTORE_LIMIT.
+            // from an outage that is over) only costs time, up to `TROUBLE_LIMIT` without
+            // a record in between (then the restore fails and is tried again by the
+            // stream thread, which polls its consumer meanwhile).
             Some(Err(e)) if passing(&e) => {
+                let since = *trouble_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > TROUBLE_LIMIT {
+                    break Err(e);
+                }
                 tracing::debug!(error = %e, "state reader: connection trouble, reading on")
             }
             Some(Err(e)) => break Err(e),
@@ -142,6 +150,9 @@ fn read_ranges(
     c.unassign()?;
     result
 }
+
+/// How long the state reader reads on through connection errors with no record between.
+const TROUBLE_LIMIT: Duration = Duration::from_secs(30);
 
 /// A consumer error that librdkafka recovers from by itself (reconnecting, finding the
 /// leader again): the read goes on.

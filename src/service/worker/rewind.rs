@@ -3,6 +3,7 @@
 //! doubled; a record that keeps failing is given up after `kafka.max_record_retries`.
 
 use super::Worker;
+use crate::service::admin::PartitionStatus;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
@@ -28,6 +29,11 @@ impl Worker {
             }
         }
         let owned = self.assigned(consumer);
+        // Unserved until restored: `/readyz` says so while the broker keeps this failing.
+        for &p in &owned {
+            self.shared.partitions.insert(p, PartitionStatus::Restoring);
+        }
+        self.shared.refresh_ready();
         // An assignment lost or revoked meanwhile: nothing to reload, nothing to seek.
         let committed = if owned.is_empty() {
             BTreeMap::new()
@@ -82,13 +88,42 @@ impl Worker {
     }
 }
 
-/// True for a failed rewind that waiting will not mend: the consumer's broker handle was
-/// destroyed (`committed` asked it for 20 s). Seen after a broker restart, such a consumer
-/// held its partitions for minutes without serving them; an exit lets a fresh process (or
-/// another instance) take over. Everything else (the broker unreachable, timeouts) is
-/// tried again.
-pub fn rewind_cannot_recover(e: &KafkaError) -> bool {
-    e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::BrokerDestroy)
+/// How a failed rewind is retried: without bound while the broker is away or busy (it will
+/// answer again), for `REWIND_GIVE_UP` when the error says something else (authorization,
+/// a missing topic, a refused seek), never when waiting cannot mend it (a destroyed broker
+/// handle, which `committed` already asked for 20 s: an exit lets a fresh process or
+/// another instance take over).
+#[derive(Debug, PartialEq, Eq)]
+pub enum RewindRetry {
+    Unbounded,
+    Bounded,
+    Never,
+}
+
+/// How long a rewind failing with an error other than the broker's absence is retried.
+pub const REWIND_GIVE_UP: Duration = Duration::from_secs(120);
+
+pub fn rewind_retry(e: &KafkaError) -> RewindRetry {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    match e.rdkafka_error_code() {
+        Some(C::BrokerDestroy) => RewindRetry::Never,
+        Some(
+            C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::Resolve
+            | C::NetworkException
+            | C::RequestTimedOut
+            | C::OperationTimedOut
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::CoordinatorLoadInProgress
+            | C::CoordinatorNotAvailable
+            | C::NotCoordinator
+            | C::UnstableOffsetCommit
+            | C::RebalanceInProgress,
+        ) => RewindRetry::Unbounded,
+        _ => RewindRetry::Bounded,
+    }
 }
 
 /// Seeks the consumer back, retrying while librdkafka refuses (`_INVALID_ARG` while a
@@ -118,5 +153,37 @@ fn seek_with_retries<C: ConsumerContext>(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::types::RDKafkaErrorCode as C;
+
+    /// The broker's absence is waited out, a destroyed handle never, anything else a while.
+    #[test]
+    fn rewind_errors_are_retried_by_what_they_say() {
+        let consume = |c| KafkaError::MessageConsumption(c);
+        assert_eq!(
+            rewind_retry(&consume(C::AllBrokersDown)),
+            RewindRetry::Unbounded
+        );
+        assert_eq!(
+            rewind_retry(&KafkaError::MetadataFetch(C::OperationTimedOut)),
+            RewindRetry::Unbounded
+        );
+        assert_eq!(
+            rewind_retry(&KafkaError::MetadataFetch(C::BrokerDestroy)),
+            RewindRetry::Never
+        );
+        assert_eq!(
+            rewind_retry(&consume(C::TopicAuthorizationFailed)),
+            RewindRetry::Bounded
+        );
+        assert_eq!(
+            rewind_retry(&KafkaError::Seek("_INVALID_ARG".into())),
+            RewindRetry::Bounded
+        );
     }
 }
