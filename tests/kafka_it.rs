@@ -195,8 +195,10 @@ async fn restart_resumes_from_committed_state_and_sigterm_commits_in_flight_work
     let _one_at_a_time = serial();
     let env = Env::new(b, "restart");
     env.create_topics().await;
-    // Huge batches: nothing commits until the stop signal.
-    let cfg = env.config("batch_max_events = 1000000\nbatch_max_ms = 600000");
+    // Huge batches: nothing commits until the stop signal. One stream thread: a second one
+    // joining after the first took every partition is a rebalance, and the revocation
+    // commits the open batch (as it must), before the signal.
+    let cfg = env.config("batch_max_events = 1000000\nbatch_max_ms = 600000\nthreads = 1");
     let events = fleet(18, "rs-");
     let (first, second) = events.split_at(events.len() / 2);
     let mut guard = env.spawn_guard(&cfg, "a");
