@@ -291,8 +291,8 @@ impl Event {
         Ok(event)
     }
 
-    fn from_wire(w: WireEvent) -> Result<Event, DecodeError> {
-        let kind = w.kind.clone().ok_or(DecodeError::MissingField {
+    fn from_wire(mut w: WireEvent) -> Result<Event, DecodeError> {
+        let kind = w.kind.take().ok_or(DecodeError::MissingField {
             field: "type",
             kind: "?".into(),
         })?;

@@ -3,6 +3,8 @@
 //! from a copy. Words come from a POSIX shell-words lexer (`shell_words`); heredoc
 //! bodies are skipped. Pure: no IO, nothing is executed.
 
+use std::borrow::Cow;
+
 /// The facts of one command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Command {
@@ -68,8 +70,9 @@ const SEPARATORS: [&str; 5] = [";", "&&", "||", "|", "&"];
 /// option names (`--page`, `--function_name`) whose values make two commands different work.
 pub fn analyse(line: &str, identity_keys: &[String]) -> Command {
     let mut out = Command::default();
-    let words = words(&command_lines(line));
-    for segment in words.split(|w| SEPARATORS.contains(&w.as_str())) {
+    let lines = command_lines(line);
+    let words = words(&lines);
+    for segment in words.split(|w| SEPARATORS.contains(&w.as_ref())) {
         simple_command(segment, &mut out);
         identity_options(segment, identity_keys, &mut out.views);
     }
@@ -84,14 +87,15 @@ pub fn analyse(line: &str, identity_keys: &[String]) -> Command {
 /// not a shell (`decompile --function_name X bin`).
 pub fn identity_views(line: &str, identity_keys: &[String]) -> Vec<String> {
     let mut views = Vec::new();
-    identity_options(&words(&command_lines(line)), identity_keys, &mut views);
+    let lines = command_lines(line);
+    identity_options(&words(&lines), identity_keys, &mut views);
     views.sort();
     views.dedup();
     views
 }
 
 /// `--key value` and `--key=value` where `key` (dashes read as underscores) is an identity key.
-fn identity_options(words: &[String], keys: &[String], out: &mut Vec<String>) {
+fn identity_options(words: &[Cow<'_, str>], keys: &[String], out: &mut Vec<String>) {
     let mut i = 0;
     while i < words.len() {
         if let Some(opt) = words[i].strip_prefix("--") {
@@ -102,7 +106,7 @@ fn identity_options(words: &[String], keys: &[String], out: &mut Vec<String>) {
             let name = name.replace('-', "_");
             if crate::engine::canon::is_identity_key(&name, keys) {
                 let value = inline
-                    .or_else(|| words.get(i + 1).cloned())
+                    .or_else(|| words.get(i + 1).map(|w| w.to_string()))
                     .unwrap_or_default();
                 out.push(format!("{name}={value}"));
             }
@@ -115,7 +119,10 @@ fn identity_options(words: &[String], keys: &[String], out: &mut Vec<String>) {
 /// is skipped by searching for its delimiter, not line by line (scripts written through a
 /// heredoc are most of a coding agent's command bytes); `command_lines_by_line` is the
 /// definition, checked against this in the tests.
-fn command_lines(text: &str) -> String {
+fn command_lines(text: &str) -> Cow<'_, str> {
+    if !text.contains('\n') {
+        return Cow::Borrowed(text); // one line, no heredoc body: the text itself
+    }
     let mut out = String::with_capacity(text.len().min(4096));
     let mut rest = text;
     while !rest.is_empty() {
@@ -129,7 +136,7 @@ fn command_lines(text: &str) -> String {
             None => after,
         };
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The first line of `text` as `str::lines` gives it (no `\n`, no `\r` before it), and
@@ -148,7 +155,7 @@ fn first_line(text: &str) -> (&str, &str) {
 /// nothing when no line is.
 fn after_body<'a>(text: &'a str, end: &str) -> &'a str {
     let mut from = 0;
-    while let Some(k) = text[from..].find(end).map(|k| from + k) {
+    while let Some(k) = find_short(&text[from..], end).map(|k| from + k) {
         let start = text[..k].rfind('\n').map_or(0, |i| i + 1);
         let (line, after) = first_line(&text[start..]);
         if line.trim() == end {
@@ -162,6 +169,22 @@ fn after_body<'a>(text: &'a str, end: &str) -> &'a str {
         from = text.len() - after.len();
     }
     ""
+}
+
+/// `hay.find(needle)` for a short needle (a heredoc delimiter): its first char found by
+/// memchr and the rest compared, cheaper over a script body than a two-way search.
+fn find_short(hay: &str, needle: &str) -> Option<usize> {
+    let Some(first) = needle.chars().next() else {
+        return Some(0);
+    };
+    let mut from = 0;
+    loop {
+        let i = from + hay[from..].find(first)?;
+        if hay[i..].starts_with(needle) {
+            return Some(i);
+        }
+        from = i + first.len_utf8();
+    }
 }
 
 /// `command_lines` by its definition, line by line.
@@ -187,7 +210,17 @@ fn command_lines_by_line(text: &str) -> String {
 
 /// `cat > f << 'EOF'` -> `EOF`.
 fn heredoc_delimiter(line: &str) -> Option<String> {
-    let at = line.find("<<")?;
+    // The first `<<`: a `<` found by memchr, then its neighbour (cheaper per line than a
+    // substring search, which every command line of a script goes through).
+    let b = line.as_bytes();
+    let mut from = 0;
+    let at = loop {
+        let i = from + line[from..].find('<')?;
+        if b.get(i + 1) == Some(&b'<') {
+            break i;
+        }
+        from = i + 1;
+    };
     let rest = line[at + 2..].trim_start_matches(['-', '~']).trim_start();
     let word: String = rest
         .chars()
@@ -199,33 +232,42 @@ fn heredoc_delimiter(line: &str) -> Option<String> {
 
 /// Shell words, with separators and redirections that were glued to a word split off
 /// (`cd x;` -> `cd`, `x`, `;`; `>f` -> `>`, `f`). Unbalanced quotes fall back to spaces.
-fn words(text: &str) -> Vec<String> {
+fn words(text: &str) -> Vec<Cow<'_, str>> {
     let raw = super::shell_words::split(text)
-        .unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect());
+        .unwrap_or_else(|| text.split_whitespace().map(Cow::Borrowed).collect());
     let mut out = Vec::with_capacity(raw.len());
     for mut w in raw {
         let mut trailing = None;
         for sep in [";", "&&"] {
             if w.len() > sep.len() && w.ends_with(sep) {
-                w.truncate(w.len() - sep.len());
+                let keep = w.len() - sep.len();
+                w = cut(w, ..keep);
                 trailing = Some(sep);
                 break;
             }
         }
-        // Most words are kept as they are: moved, not copied.
+        // Most words are kept as they are: moved (and mostly borrowed), not copied.
         match redirection(&w) {
             Some((op, target)) if !target.is_empty() => {
-                let target = target.to_string();
-                out.push(op.to_string());
-                out.push(target);
+                let at = w.len() - target.len();
+                out.push(Cow::Borrowed(op));
+                out.push(cut(w, at..));
             }
             _ => out.push(w),
         }
         if let Some(sep) = trailing {
-            out.push(sep.to_string());
+            out.push(Cow::Borrowed(sep));
         }
     }
     out
+}
+
+/// Part of a word, borrowed where the word was.
+fn cut<'a>(w: Cow<'a, str>, range: impl std::slice::SliceIndex<str, Output = str>) -> Cow<'a, str> {
+    match w {
+        Cow::Borrowed(s) => Cow::Borrowed(&s[range]),
+        Cow::Owned(s) => Cow::Owned(s[range].to_string()),
+    }
 }
 
 /// A word that starts with an output redirection: (`>` or `>>`, what follows it).
@@ -251,11 +293,11 @@ fn is_real_file(w: &str) -> bool {
 }
 
 /// One simple command (no separators): redirections anywhere, then its words.
-fn simple_command(words: &[String], out: &mut Command) {
+fn simple_command(words: &[Cow<'_, str>], out: &mut Command) {
     let mut args: Vec<&str> = Vec::with_capacity(words.len());
     let mut i = 0;
     while i < words.len() {
-        let w = words[i].as_str();
+        let w = words[i].as_ref();
         match redirection(w) {
             Some((_, ""))
                 if w.trim_start_matches(|c: char| c.is_ascii_digit() || c == '&')
@@ -263,7 +305,7 @@ fn simple_command(words: &[String], out: &mut Command) {
                     <= 2 =>
             {
                 if let Some(target) = words.get(i + 1).filter(|t| is_real_file(t)) {
-                    out.writes.push(target.clone());
+                    out.writes.push(target.to_string());
                     out.mutates = true;
                 }
                 i += 2;
@@ -454,7 +496,14 @@ mod tests {
                 text.push_str(sep);
             }
             text.push_str(end);
-            proptest::prop_assert_eq!(command_lines(&text), command_lines_by_line(&text));
+            proptest::prop_assert_eq!(command_lines(&text).into_owned(), command_lines_by_line(&text));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn find_short_is_find(hay in "[ab EOFé\n]{0,30}", needle in "[aEOé]{0,3}") {
+            proptest::prop_assert_eq!(find_short(&hay, &needle), hay.find(needle.as_str()));
         }
     }
 
@@ -466,7 +515,7 @@ mod tests {
         let text = format!("cat <<a\n{line}\na\nls x");
         let started = std::time::Instant::now();
         assert_eq!(command_lines(&text), "cat <<a ; ls x");
-        assert_eq!(command_lines(&text), command_lines_by_line(&text));
+        assert_eq!(command_lines(&text).as_ref(), command_lines_by_line(&text));
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
@@ -474,7 +523,7 @@ mod tests {
     #[test]
     fn command_lines_are_the_definitions_on_real_traces() {
         for c in crate::engine::real_traces::commands() {
-            assert_eq!(command_lines(&c), command_lines_by_line(&c), "{c}");
+            assert_eq!(command_lines(&c).as_ref(), command_lines_by_line(&c), "{c}");
         }
     }
 

@@ -48,8 +48,9 @@ pub fn failure_key(normalized: &str, output: Option<&str>) -> Option<String> {
 }
 
 impl ErrorRepeat {
-    /// A result of call `sig` of `tool`; `error` when it failed, `output` its output hash.
-    /// Returns true when it steered.
+    /// A result of call `sig` of `tool`; `error` when it failed (already `normalize`d: the
+    /// caller normalizes once for every rule), `output` its output hash. Returns true when
+    /// it steered.
     pub fn on_result(
         &mut self,
         sig: u64,
@@ -62,8 +63,8 @@ impl ErrorRepeat {
             self.streak = 0;
             return false;
         };
-        let normalized = normalize(error);
-        let (call, out) = if uninformative(&normalized) {
+        let normalized = error;
+        let (call, out) = if uninformative(normalized) {
             (sig, output.unwrap_or(""))
         } else {
             (0, "")
@@ -85,7 +86,7 @@ impl ErrorRepeat {
                 Rule::ErrorRepeat,
                 Action::Steer,
                 msg,
-                json!({"tool": tool, "count": self.streak, "error": clip(&normalized, 200), "scope": "request"}),
+                json!({"tool": tool, "count": self.streak, "error": clip(normalized, 200), "scope": "request"}),
             ));
             return true;
         }
