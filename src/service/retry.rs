@@ -165,43 +165,55 @@ impl Retries {
     }
 }
 
-/// False for failures a broker or network outage, a coordinator move or the producer's own
-/// sequence state explains (they say nothing about the records, and retrying them is
-/// right); true for everything else.
-pub fn blames_record(e: &KafkaError) -> bool {
+/// True for errors that say the broker is away or busy: unreachable, timing out, without
+/// a leader or coordinator yet. librdkafka recovers from them by itself; waiting is right.
+pub fn broker_away(e: &KafkaError) -> bool {
     use RDKafkaErrorCode::*;
-    !matches!(
+    matches!(
         e.rdkafka_error_code(),
         Some(
             OperationTimedOut
-                | MessageTimedOut
                 | RequestTimedOut
                 | BrokerTransportFailure
                 | AllBrokersDown
                 | NetworkException
+                | Resolve
                 | NotCoordinator
                 | CoordinatorNotAvailable
                 | CoordinatorLoadInProgress
                 | LeaderNotAvailable
                 | NotLeaderForPartition
-                | NotEnoughReplicas
-                | NotEnoughReplicasAfterAppend
-                | Resolve
-                | BrokerDestroy
-                | Fenced
-                | ProducerFenced
-                | ConcurrentTransactions
-                | OutOfOrderSequenceNumber
-                | DuplicateSequenceNumber
-                | InvalidProducerEpoch
-                | UnknownProducerId
-                | UnstableOffsetCommit
-                | RebalanceInProgress
-                | IllegalGeneration
-                | UnknownMemberId
-                | Fatal
         )
     )
+}
+
+/// False for failures a broker or network outage, a coordinator move or the producer's own
+/// sequence state explains (they say nothing about the records, and retrying them is
+/// right); true for everything else.
+pub fn blames_record(e: &KafkaError) -> bool {
+    use RDKafkaErrorCode::*;
+    !broker_away(e)
+        && !matches!(
+            e.rdkafka_error_code(),
+            Some(
+                MessageTimedOut
+                    | NotEnoughReplicas
+                    | NotEnoughReplicasAfterAppend
+                    | BrokerDestroy
+                    | Fenced
+                    | ProducerFenced
+                    | ConcurrentTransactions
+                    | OutOfOrderSequenceNumber
+                    | DuplicateSequenceNumber
+                    | InvalidProducerEpoch
+                    | UnknownProducerId
+                    | UnstableOffsetCommit
+                    | RebalanceInProgress
+                    | IllegalGeneration
+                    | UnknownMemberId
+                    | Fatal
+            )
+        )
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ fn read_ranges(
             // from an outage that is over) only costs time, up to `TROUBLE_LIMIT` without
             // a record in between (then the restore fails and is tried again by the
             // stream thread, which polls its consumer meanwhile).
-            Some(Err(e)) if passing(&e) => {
+            Some(Err(e)) if super::retry::broker_away(&e) => {
                 let since = *trouble_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > TROUBLE_LIMIT {
                     break Err(e);
@@ -153,24 +153,6 @@ fn read_ranges(
 
 /// How long the state reader reads on through connection errors with no record between.
 const TROUBLE_LIMIT: Duration = Duration::from_secs(30);
-
-/// A consumer error that librdkafka recovers from by itself (reconnecting, finding the
-/// leader again): the read goes on.
-fn passing(e: &KafkaError) -> bool {
-    use rdkafka::types::RDKafkaErrorCode as C;
-    matches!(
-        e.rdkafka_error_code(),
-        Some(
-            C::BrokerTransportFailure
-                | C::AllBrokersDown
-                | C::Resolve
-                | C::NetworkException
-                | C::RequestTimedOut
-                | C::LeaderNotAvailable
-                | C::NotLeaderForPartition
-        )
-    )
-}
 
 /// Restores the last checkpoint of each partition of `engines` from the state topic, all
 /// in one read; returns the engines with where each checkpoint stands.

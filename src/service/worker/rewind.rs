@@ -107,21 +107,8 @@ pub fn rewind_retry(e: &KafkaError) -> RewindRetry {
     use rdkafka::types::RDKafkaErrorCode as C;
     match e.rdkafka_error_code() {
         Some(C::BrokerDestroy) => RewindRetry::Never,
-        Some(
-            C::BrokerTransportFailure
-            | C::AllBrokersDown
-            | C::Resolve
-            | C::NetworkException
-            | C::RequestTimedOut
-            | C::OperationTimedOut
-            | C::LeaderNotAvailable
-            | C::NotLeaderForPartition
-            | C::CoordinatorLoadInProgress
-            | C::CoordinatorNotAvailable
-            | C::NotCoordinator
-            | C::UnstableOffsetCommit
-            | C::RebalanceInProgress,
-        ) => RewindRetry::Unbounded,
+        Some(C::UnstableOffsetCommit | C::RebalanceInProgress) => RewindRetry::Unbounded,
+        _ if crate::service::retry::broker_away(e) => RewindRetry::Unbounded,
         _ => RewindRetry::Bounded,
     }
 }
