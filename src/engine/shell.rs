@@ -25,12 +25,19 @@ impl Command {
     /// The identity of the command: what it writes and runs, in a fixed order; empty when
     /// it names neither (then only its text can tell two commands apart).
     pub fn identity(&self) -> String {
+        // `w:`/`r:`/`v:` + the item, each one allocation of its size (not `format!`).
+        let tagged = |tag: &str, item: &String| {
+            let mut t = String::with_capacity(tag.len() + item.len());
+            t.push_str(tag);
+            t.push_str(item);
+            t
+        };
         let mut parts: Vec<String> = self
             .writes
             .iter()
-            .map(|w| format!("w:{w}"))
-            .chain(self.runs.iter().map(|r| format!("r:{r}")))
-            .chain(self.views.iter().map(|v| format!("v:{v}")))
+            .map(|w| tagged("w:", w))
+            .chain(self.runs.iter().map(|r| tagged("r:", r)))
+            .chain(self.views.iter().map(|v| tagged("v:", v)))
             .collect();
         parts.sort();
         parts.dedup();

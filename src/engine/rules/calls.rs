@@ -201,10 +201,9 @@ fn fields(args: &Value, text: &str, values: &[std::ops::Range<usize>]) -> Vec<Fi
 /// value (a whole file body adds nothing but memory); equality uses the hash of the full
 /// value. The value is not copied beyond what is kept.
 fn field_text(key: &str, value: &str) -> String {
-    let head = format!("{key}:");
-    let used = head.chars().count();
+    let used = key.chars().count() + 1;
     if used >= FIELD_TEXT_CHARS {
-        return crate::engine::verdict::clip(&head, FIELD_TEXT_CHARS);
+        return crate::engine::verdict::clip(&format!("{key}:"), FIELD_TEXT_CHARS);
     }
     let room = FIELD_TEXT_CHARS - used;
     // No more bytes than the room: no more chars either, nothing to count.
@@ -216,7 +215,12 @@ fn field_text(key: &str, value: &str) -> String {
             None => value,
         }
     };
-    head + rest
+    // One allocation of the final size.
+    let mut text = String::with_capacity(key.len() + 1 + rest.len());
+    text.push_str(key);
+    text.push(':');
+    text.push_str(rest);
+    text
 }
 
 const FIELD_TEXT_CHARS: usize = 4096;
