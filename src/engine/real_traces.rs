@@ -1,20 +1,20 @@
 //! The real agent sessions of `tests/data/real/agent-traces` (SWE-agent and mini-swe-agent,
-//! MIT; see its README) for unit tests that hold a fast routine equal to its definition on
-//! real text: every record, and every shell command in them.
+//! MIT; see its README), built into the unit tests with `include_str!` (no file reading at
+//! run time), for tests that hold a fast routine equal to its definition on real text.
 
 use serde_json::Value;
 
+const TRACES: [&str; 2] = [
+    include_str!("../../tests/data/real/agent-traces/swe-agent.jsonl"),
+    include_str!("../../tests/data/real/agent-traces/mini-swe-agent.jsonl"),
+];
+
 /// Every record of both trace files, in order.
 pub fn records() -> Vec<Value> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/real/agent-traces");
-    ["swe-agent.jsonl", "mini-swe-agent.jsonl"]
+    TRACES
         .iter()
-        .flat_map(|f| {
-            let text = std::fs::read_to_string(format!("{dir}/{f}")).expect("agent traces");
-            text.lines()
-                .map(|l| serde_json::from_str(l).expect("a JSON record"))
-                .collect::<Vec<Value>>()
-        })
+        .flat_map(|text| text.lines())
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
         .collect()
 }
 

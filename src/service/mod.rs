@@ -147,20 +147,8 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
                     if let Some(fatal) = w.fatal.take() {
                         anyhow::bail!(fatal);
                     }
-                    let since = match worker::rewind_retry(&e) {
-                        worker::RewindRetry::Never => {
-                            anyhow::bail!("rewinding to the last commit: {e}")
-                        }
-                        worker::RewindRetry::Unbounded => None,
-                        worker::RewindRetry::Bounded => {
-                            Some(*failing_since.get_or_insert_with(Instant::now))
-                        }
-                    };
-                    if since.is_some_and(|t| t.elapsed() > worker::REWIND_GIVE_UP) {
-                        anyhow::bail!(
-                            "rewinding to the last commit failed for {} s: {e}",
-                            worker::REWIND_GIVE_UP.as_secs()
-                        );
+                    if let Some(why) = worker::rewind_gives_up(&e, &mut failing_since) {
+                        anyhow::bail!(why);
                     }
                     // The broker is away (or restarting): the engines stay at the last
                     // commit and the partitions unserved (`/readyz` 503) until it answers;

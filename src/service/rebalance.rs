@@ -1,7 +1,7 @@
 //! The consumer's context: rebalance callbacks commit before partitions leave and restore
 //! gained ones before their first event; statistics feed the lag gauge.
 
-use super::admin::{PartitionStatus, Shared};
+use super::admin::Shared;
 use super::worker::Worker;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::statistics::Statistics;
@@ -116,12 +116,7 @@ impl ConsumerContext for GuardContext {
                 tracing::error!(error = %e, "commit before restore failed; rewinding");
             }
             let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
-            for p in &parts {
-                self.shared
-                    .partitions
-                    .insert(*p, PartitionStatus::Restoring);
-            }
-            self.shared.refresh_ready();
+            w.mark_restoring(&parts);
             let restored = w
                 .committed(consumer, &parts)
                 .and_then(|committed| w.restore_all(&committed));

@@ -5,7 +5,7 @@
 mod restore;
 mod rewind;
 
-pub use rewind::{rewind_retry, RewindRetry, REWIND_GIVE_UP};
+pub use rewind::rewind_gives_up;
 
 use super::admin::{PartitionStatus, Shared};
 use super::dlq::{read_event, DeadLetter, Rejected, Source};

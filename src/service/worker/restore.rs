@@ -143,6 +143,14 @@ impl Worker {
         );
     }
 
+    /// `partitions` are assigned and not yet served: `/readyz` says so until each restore.
+    pub(in crate::service) fn mark_restoring(&self, partitions: &[i32]) {
+        for &p in partitions {
+            self.shared.partitions.insert(p, PartitionStatus::Restoring);
+        }
+        self.shared.refresh_ready();
+    }
+
     pub(in crate::service) fn drop_partition(&mut self, partition: i32) {
         self.parts.remove(&partition);
         self.retries.forget(partition);

@@ -3,12 +3,11 @@
 //! doubled; a record that keeps failing is given up after `kafka.max_record_retries`.
 
 use super::Worker;
-use crate::service::admin::PartitionStatus;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 impl Worker {
     /// After a failed commit: reload every assigned partition from the committed state and
@@ -30,10 +29,7 @@ impl Worker {
         }
         let owned = self.assigned(consumer);
         // Unserved until restored: `/readyz` says so while the broker keeps this failing.
-        for &p in &owned {
-            self.shared.partitions.insert(p, PartitionStatus::Restoring);
-        }
-        self.shared.refresh_ready();
+        self.mark_restoring(&owned);
         // An assignment lost or revoked meanwhile: nothing to reload, nothing to seek.
         let committed = if owned.is_empty() {
             BTreeMap::new()
@@ -113,6 +109,24 @@ pub fn rewind_retry(e: &KafkaError) -> RewindRetry {
     }
 }
 
+/// Whether a failed rewind ends the stream thread (the reason when it does), by
+/// `rewind_retry`; `failing_since` is when the bounded kind of failure began.
+pub fn rewind_gives_up(e: &KafkaError, failing_since: &mut Option<Instant>) -> Option<String> {
+    match rewind_retry(e) {
+        RewindRetry::Never => Some(format!("rewinding to the last commit: {e}")),
+        RewindRetry::Unbounded => None,
+        RewindRetry::Bounded => {
+            let since = *failing_since.get_or_insert_with(Instant::now);
+            (since.elapsed() > REWIND_GIVE_UP).then(|| {
+                format!(
+                    "rewinding to the last commit failed for {} s: {e}",
+                    REWIND_GIVE_UP.as_secs()
+                )
+            })
+        }
+    }
+}
+
 /// Seeks the consumer back, retrying while librdkafka refuses (`_INVALID_ARG` while a
 /// partition's fetcher restarts, e.g. after a broker restart): the rewind must happen, and
 /// giving up would stop the guard. Gives up after about 10 s.
@@ -172,5 +186,20 @@ mod tests {
             rewind_retry(&KafkaError::Seek("_INVALID_ARG".into())),
             RewindRetry::Bounded
         );
+    }
+
+    /// A destroyed handle ends the thread at once; another error only once it has lasted.
+    #[test]
+    fn a_bounded_failure_gives_up_only_after_its_time() {
+        let mut since = None;
+        let denied = KafkaError::MessageConsumption(C::TopicAuthorizationFailed);
+        assert_eq!(rewind_gives_up(&denied, &mut since), None);
+        assert!(since.is_some());
+        since = Instant::now().checked_sub(REWIND_GIVE_UP + Duration::from_secs(1));
+        assert!(rewind_gives_up(&denied, &mut since).is_some());
+        let away = KafkaError::MessageConsumption(C::AllBrokersDown);
+        assert_eq!(rewind_gives_up(&away, &mut since), None);
+        let destroyed = KafkaError::MetadataFetch(C::BrokerDestroy);
+        assert!(rewind_gives_up(&destroyed, &mut None).is_some());
     }
 }

@@ -1,0 +1,157 @@
+//! The checks a decoded event passes before the engine sees it: bounded names and
+//! evidence, a cut error text, announced limits in range, a timestamp in range; and the
+//! quoting of decode errors. Pure: no IO.
+
+use super::*;
+
+impl Event {
+    /// Names and evidence are bounded (they are kept in the session's windows and state);
+    /// an error text is cut instead, since a long stack trace is a normal error.
+    pub(super) fn check_sizes(&mut self) -> Result<(), DecodeError> {
+        let m = &self.meta;
+        for (field, value) in [
+            ("tenant", &m.tenant),
+            ("agent", &m.agent),
+            ("model", &m.model),
+        ] {
+            check_max(field, value.as_deref(), MAX_NAME_CHARS)?;
+        }
+        check_max("turn_id", self.body.turn_id(), MAX_NAME_CHARS)?;
+        match &mut self.body {
+            Body::ToolCall { call_id, tool, .. } => {
+                check_max("call_id", Some(call_id), MAX_NAME_CHARS)?;
+                check_max("tool", Some(tool), MAX_NAME_CHARS)?;
+            }
+            Body::ToolResult {
+                call_id,
+                tool,
+                error,
+                evidence,
+                ..
+            } => {
+                check_max("call_id", Some(call_id), MAX_NAME_CHARS)?;
+                check_max("tool", Some(tool), MAX_NAME_CHARS)?;
+                if let Some(e) = evidence {
+                    for (field, value) in [
+                        ("evidence.resource", &e.resource),
+                        ("evidence.state_before", &e.state_before),
+                        ("evidence.state_after", &e.state_after),
+                        ("evidence.output_hash", &e.output_hash),
+                    ] {
+                        check_max(field, value.as_deref(), MAX_EVIDENCE_CHARS)?;
+                    }
+                }
+                if let Some(text) = error.as_mut().filter(|t| t.len() > MAX_ERROR_CHARS) {
+                    if let Some((cut, _)) = text.char_indices().nth(MAX_ERROR_CHARS) {
+                        text.truncate(cut);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn request_limits(w: Option<WireLimits>) -> Result<RequestLimits, DecodeError> {
+    let Some(w) = w else {
+        return Ok(RequestLimits::default());
+    };
+    let max_tool_rounds = match w.max_tool_rounds {
+        None => None,
+        Some(n) if (1..=MAX_ANNOUNCED_ROUNDS).contains(&n) => Some(n as u32),
+        Some(n) => {
+            return Err(DecodeError::InvalidField {
+                field: "limits.max_tool_rounds",
+                why: format!("{n} not in 1..={MAX_ANNOUNCED_ROUNDS}"),
+            })
+        }
+    };
+    Ok(RequestLimits { max_tool_rounds })
+}
+
+/// Longest error text: serde's messages quote the offending input, which can be as long
+/// as the record; a longer text keeps its head and its tail (where the position is).
+pub const MAX_DECODE_ERROR_BYTES: usize = 320;
+
+/// `text` cut to `MAX_DECODE_ERROR_BYTES` (on char boundaries), the middle elided.
+pub fn quote(text: &str) -> String {
+    if text.len() <= MAX_DECODE_ERROR_BYTES {
+        return text.to_string();
+    }
+    let mut head = 224;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - 64;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}…({} bytes)…{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+}
+
+pub(super) fn check_max(
+    field: &'static str,
+    s: Option<&str>,
+    max: usize,
+) -> Result<(), DecodeError> {
+    match s.filter(|s| s.len() > max).map(|s| s.chars().count()) {
+        Some(n) if n > max => Err(DecodeError::InvalidField {
+            field,
+            why: format!("length {n} over {max}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn check_len(field: &'static str, s: &str, max: usize) -> Result<(), DecodeError> {
+    // No more bytes than `max`: no more chars either, nothing to count.
+    if !s.is_empty() && s.len() <= max {
+        return Ok(());
+    }
+    let n = s.chars().count();
+    if n == 0 || n > max {
+        return Err(DecodeError::InvalidField {
+            field,
+            why: format!("length {n} not in 1..={max}"),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn non_empty(field: &'static str, s: String) -> Result<String, DecodeError> {
+    if s.is_empty() {
+        return Err(DecodeError::InvalidField {
+            field,
+            why: "empty".into(),
+        });
+    }
+    Ok(s)
+}
+
+pub(super) fn parse_ts(ts: Value) -> Result<i64, DecodeError> {
+    let bad = |why: String| DecodeError::InvalidField { field: "ts", why };
+    match ts {
+        Value::Number(n) => n
+            .as_i64()
+            .filter(|ms| (0..=MAX_TS_MS).contains(ms))
+            .ok_or_else(|| {
+                bad(format!(
+                    "{n} is not epoch milliseconds between 1970 and 9999"
+                ))
+            }),
+        Value::String(s) => match chrono::DateTime::parse_from_rfc3339(&s) {
+            Ok(t) if (0..=MAX_TS_MS).contains(&t.timestamp_millis()) => Ok(t.timestamp_millis()),
+            Ok(_) => Err(bad(format!("`{s}` is before 1970"))),
+            Err(e) => Err(bad(format!("`{s}` is not RFC 3339: {e}"))),
+        },
+        other => Err(bad(format!(
+            "{other} is neither RFC 3339 text nor epoch milliseconds"
+        ))),
+    }
+}
