@@ -95,11 +95,8 @@ pub fn quote(text: &str) -> String {
     )
 }
 
-pub(super) fn check_max(
-    field: &'static str,
-    s: Option<&str>,
-    max: usize,
-) -> Result<(), DecodeError> {
+#[inline]
+fn check_max(field: &'static str, s: Option<&str>, max: usize) -> Result<(), DecodeError> {
     match s.filter(|s| s.len() > max).map(|s| s.chars().count()) {
         Some(n) if n > max => Err(DecodeError::InvalidField {
             field,
@@ -109,6 +106,7 @@ pub(super) fn check_max(
     }
 }
 
+#[inline]
 pub(super) fn check_len(field: &'static str, s: &str, max: usize) -> Result<(), DecodeError> {
     // No more bytes than `max`: no more chars either, nothing to count.
     if !s.is_empty() && s.len() <= max {
@@ -124,6 +122,7 @@ pub(super) fn check_len(field: &'static str, s: &str, max: usize) -> Result<(), 
     Ok(())
 }
 
+#[inline]
 pub(super) fn non_empty(field: &'static str, s: String) -> Result<String, DecodeError> {
     if s.is_empty() {
         return Err(DecodeError::InvalidField {
@@ -134,6 +133,7 @@ pub(super) fn non_empty(field: &'static str, s: String) -> Result<String, Decode
     Ok(s)
 }
 
+#[inline]
 pub(super) fn parse_ts(ts: Value) -> Result<i64, DecodeError> {
     let bad = |why: String| DecodeError::InvalidField { field: "ts", why };
     match ts {

@@ -30,6 +30,7 @@ pub(super) fn command_lines(text: &str) -> Cow<'_, str> {
 
 /// The first line of `text` as `str::lines` gives it (no `\n`, no `\r` before it), and
 /// what follows it.
+#[inline]
 fn first_line(text: &str) -> (&str, &str) {
     match text.find('\n') {
         Some(i) => {
@@ -68,6 +69,7 @@ fn after_body_looking<'a>(text: &'a str, end: &str) -> (&'a str, usize) {
 
 /// `hay.find(needle)` for a short needle (a heredoc delimiter): its first char found by
 /// memchr and the rest compared, cheaper over a script body than a two-way search.
+#[inline]
 fn find_short(hay: &str, needle: &str) -> Option<usize> {
     let Some(first) = needle.chars().next() else {
         return Some(0);
