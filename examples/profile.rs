@@ -9,7 +9,8 @@
 //! Workloads: `tools`, `decode` (measured in `workloads::decode_and_run`), `real` (the
 //! real agent traces decoded and judged, also in `decode_and_run`) and `real-parse` (the
 //! same bytes only parsed into `serde_json::Value`: the floor, in `parse_floor`), the same
-//! split by kind (`real-reasoning`, `real-tools`, each with `-parse` for its floor), and the
+//! split by kind (`real-reasoning`, `real-tools`, each with `-parse` for its floor), their
+//! reasoning streamed in 8-32-char chunks (`real-streamed`, `real-streamed-parse`), and the
 //! reasoning ones by name (`reasoning/loops_8_32_chars`, ...). An optional second argument
 //! repeats the run.
 
@@ -58,6 +59,17 @@ fn main() {
             let n = wire.len() as f64;
             time("real-parse", n, "events", &mut || {
                 std::hint::black_box(workloads::parse_floor(&wire));
+            });
+        }
+        "real-streamed" | "real-streamed-parse" => {
+            let wire = workloads::real_reasoning_streamed();
+            let n = wire.len() as f64;
+            time(&what, n, "events", &mut || {
+                if what.ends_with("-parse") {
+                    std::hint::black_box(workloads::parse_floor(&wire));
+                } else {
+                    drop(workloads::decode_and_run(&wire));
+                }
             });
         }
         // The real traces split by kind: `real-reasoning`, `real-tools`, and each with

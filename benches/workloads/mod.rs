@@ -383,6 +383,30 @@ pub fn real_traces_of(kind: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The real traces' reasoning as runtimes stream it: each response's text in chunks of
+/// 8-32 chars (seeded), one record per chunk with the response's fields, `final` on the
+/// last; the "streamed reasoning".
+pub fn real_reasoning_streamed() -> Vec<Vec<u8>> {
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut out = Vec::new();
+    for record in real_traces_of("reasoning") {
+        let v: serde_json::Value = serde_json::from_slice(&record).expect("valid JSON");
+        let chars: Vec<char> = v["text"].as_str().unwrap_or_default().chars().collect();
+        let (mut at, mut n) = (0, 0);
+        while at < chars.len() {
+            let end = (at + rng.gen_range(8..=32)).min(chars.len());
+            let mut chunk = v.clone();
+            chunk["event_id"] = json!(format!("{}-c{n}", v["event_id"].as_str().unwrap_or("")));
+            chunk["text"] = json!(chars[at..end].iter().collect::<String>());
+            chunk["final"] = json!(end == chars.len());
+            out.push(serde_json::to_vec(&chunk).expect("serializable"));
+            at = end;
+            n += 1;
+        }
+    }
+    out
+}
+
 /// The parse floor: each record parsed into a `serde_json::Value` and dropped, nothing more.
 #[inline(never)]
 pub fn parse_floor(wire: &[Vec<u8>]) -> usize {

@@ -5,23 +5,23 @@
 //! is the same closing and opening phrases of consecutive responses, not a passage
 //! recomputed, and does not count (ours).
 
-use super::chains::HashChains;
-use super::ring::{CharRing, Rolling};
-use super::{HashMap64, Hit, HitKind};
+use super::anchors::{shape_for, Anchors, Winnow};
+use super::ring::CharRing;
+use super::{Hit, HitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-/// An anchor value for windows whose occurrences straddle boundaries differently.
-const MIXED: u32 = u32::MAX;
+/// Earlier anchors of the same k-gram looked at per anchor.
+const CHAIN_STEPS: usize = 16;
+/// Alignments watched at once (each is a run of chars equal to the ones `back` before).
+const MAX_COPIES: usize = 64;
 
-/// A window hash seen more than once in the tail since it was last absent: occurrences
-/// kept, and where a response boundary fell in them (chars from the boundary to the
-/// window's end, 0 = none, `MIXED` once two disagreed). A window seen once needs no entry,
-/// so unique prose costs no map update.
+/// An alignment under watch: the last `run` chars each equal the char `back` before them,
+/// so the window ending here was also seen ending `back` chars ago once `run >= window`.
 #[derive(Debug, Clone, Copy)]
-struct Seen {
-    count: u32,
-    anchor: u32,
+struct Copy {
+    back: u64,
+    run: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -31,17 +31,16 @@ pub struct BlockRepeat {
     tail: usize,
     /// Normalized chars kept.
     ring: CharRing,
-    /// Derived by `rebuild`: the window hash ending at each kept position, the previous
-    /// position with the same one, and whether its hash has a `Seen` entry; the entries.
-    #[serde(skip)]
-    windows: HashChains<bool>,
-    #[serde(skip)]
-    seen: HashMap64<Seen>,
     /// Ring positions where a response started (the first char after a boundary).
     #[serde(default)]
     boundaries: VecDeque<u64>,
+    /// Derived by `rebuild`: the anchors, what picks them, the alignments watched.
     #[serde(skip)]
-    roll: Rolling,
+    winnow: Winnow,
+    #[serde(skip)]
+    anchors: Anchors,
+    #[serde(skip)]
+    copies: Vec<Copy>,
     /// False while the derived tables are dropped: the next char rebuilds them first.
     #[serde(skip)]
     built: bool,
@@ -49,15 +48,16 @@ pub struct BlockRepeat {
 
 impl BlockRepeat {
     pub fn new(window: usize, count: usize, tail: usize) -> Self {
+        let (k, w) = shape_for(window, 4);
         BlockRepeat {
             window,
             count,
             tail,
             ring: CharRing::default(),
-            windows: HashChains::default(),
-            seen: HashMap64::default(),
             boundaries: VecDeque::new(),
-            roll: Rolling::new(window),
+            winnow: Winnow::new(k, w),
+            anchors: Anchors::default(),
+            copies: Vec::new(),
             built: true,
         }
     }
@@ -95,59 +95,86 @@ impl BlockRepeat {
         if !self.built {
             self.rebuild();
         }
-        // Evict first, so the buffers never outgrow `tail` (no doubling past it).
+        self.step(c, true)
+    }
+
+    #[inline]
+    fn step(&mut self, c: char, detect: bool) -> Option<Hit> {
+        // Evict first, so the buffer never outgrows `tail` (no doubling past it).
         while self.ring.len() >= self.tail {
             self.evict();
         }
         let pos = self.ring.end();
         self.ring.push(c);
-        self.index(pos, c, true)
+        if !self.copies.is_empty() {
+            let ring = &self.ring;
+            self.copies.retain_mut(|cp| {
+                cp.run += 1;
+                pos >= ring.start() + cp.back && ring.get(pos - cp.back) == c
+            });
+        }
+        if let Some((at, hash)) = self.winnow.push(pos, c) {
+            self.discover(pos, at, hash);
+        }
+        if self.copies.is_empty() || !detect {
+            return None;
+        }
+        self.check(pos)
     }
 
+    /// A new anchor at `at`: each earlier anchor of the same k-gram proposes an alignment,
+    /// watched if the chars up to `pos` agree with it for at least a k-gram.
     #[inline]
-    fn index(&mut self, pos: u64, c: char, detect: bool) -> Option<Hit> {
+    fn discover(&mut self, pos: u64, at: u64, hash: u64) {
+        let mut backs = [0u64; CHAIN_STEPS];
+        let mut n = 0;
+        self.anchors
+            .add(at, hash, self.ring.start(), CHAIN_STEPS, |other| {
+                backs[n] = at.abs_diff(other);
+                n += 1;
+            });
+        let k = shape_for(self.window, 4).0 as u64;
+        for &back in &backs[..n] {
+            if self.copies.len() >= MAX_COPIES || self.copies.iter().any(|cp| cp.back == back) {
+                continue;
+            }
+            // Both chars compared must be kept: the older one is `back` before.
+            let Some(room) = (pos + 1).checked_sub(self.ring.start() + back) else {
+                continue;
+            };
+            let ring = &self.ring;
+            let limit = room.min(self.window as u64);
+            let mut run = 0;
+            while run < limit && ring.get(pos - run) == ring.get(pos - run - back) {
+                run += 1;
+            }
+            if run >= k {
+                self.copies.push(Copy { back, run });
+            }
+        }
+    }
+
+    /// The window ending at `pos` seen `count` times in the kept tail (an earlier copy
+    /// counts while its first char is kept), unless only across a boundary.
+    fn check(&self, pos: u64) -> Option<Hit> {
         let w = self.window as u64;
         let start = self.ring.start();
-        let Some(h) = self.roll.roll(&self.ring, pos, c) else {
-            self.windows.push(0, false, start);
-            return None;
-        };
-        // Windows are live while their first char is kept.
-        let prev = self.windows.push(h, false, start + w - 1)?;
-        // Seen before: count it with the earlier ones. Where a boundary fell in a window is
-        // asked only now (the boundaries that matter for a kept window are still kept).
-        let anchor = self.anchor_at(pos);
-        let seen = if self.windows.payload(prev) {
-            let e = self.seen.entry(h).or_insert(Seen { count: 0, anchor });
-            e.count += 1;
-            if e.anchor != anchor {
-                e.anchor = MIXED;
-            }
-            *e
-        } else {
-            let e = Seen {
-                count: 2,
-                anchor: if self.anchor_at(prev) == anchor {
-                    anchor
-                } else {
-                    MIXED
-                },
-            };
-            self.seen.insert(h, e);
-            self.windows.set_payload(prev, true);
-            e
-        };
-        self.windows.set_payload(pos, true);
-        let occurrences = seen.count as usize;
-        let boundary_only = seen.anchor != 0 && seen.anchor != MIXED;
-        if !detect || occurrences < self.count || boundary_only {
+        let full = |cp: &&Copy| cp.run >= w && pos + 1 >= start + cp.back + w;
+        let occurrences = 1 + self.copies.iter().filter(full).count();
+        if occurrences < self.count {
             return None;
         }
-        // Confirm against the previous occurrence (guards against a hash collision).
+        let here = self.anchor_at(pos);
+        if here != 0
+            && self
+                .copies
+                .iter()
+                .filter(full)
+                .all(|cp| self.anchor_at(pos - cp.back) == here)
+        {
+            return None;
+        }
         let now = self.ring.slice(pos + 1 - w, pos + 1);
-        if self.ring.slice(prev + 1 - w, prev + 1) != now {
-            return None;
-        }
         Some(Hit {
             kind: HitKind::Block,
             span: crate::engine::verdict::clip(&now, 200),
@@ -157,20 +184,6 @@ impl BlockRepeat {
     }
 
     fn evict(&mut self) {
-        // The window starting at the evicted char ends `window - 1` chars later.
-        let w = self.window as u64;
-        let end = self.ring.start() + w - 1;
-        if let Some(h) = self.windows.hash_at(end).filter(|h| *h != 0) {
-            if self.windows.payload(end) {
-                if let Some(e) = self.seen.get_mut(&h) {
-                    e.count -= 1;
-                    if e.count == 0 {
-                        self.seen.remove(&h);
-                    }
-                }
-            }
-        }
-        self.windows.pop_front();
         self.ring.pop_front();
         while self
             .boundaries
@@ -183,43 +196,46 @@ impl BlockRepeat {
 
     pub fn reset(&mut self) {
         self.ring.clear();
-        self.windows.restart_at(self.ring.start());
-        self.seen.clear();
         self.boundaries.clear();
-        self.roll.reset();
+        self.winnow.reset();
+        self.anchors.clear();
+        self.copies.clear();
     }
 
-    /// Makes room in the tables for `chars` more chars (capped at the tail).
+    /// Makes room in the tail for `chars` more chars (capped at it).
     pub fn reserve(&mut self, chars: usize) {
         let want = (self.ring.len() + chars).min(self.tail);
         self.ring.reserve(want);
-        if self.built {
-            self.windows.reserve(want);
-        }
     }
 
+    /// Derives the anchors and the watched alignments again by feeding the kept chars once
+    /// more (a hit on the way was reported when they first came).
     pub fn rebuild(&mut self) {
-        self.roll = Rolling::new(self.window);
-        self.windows.restart_at(self.ring.start());
-        self.windows.reserve(self.ring.len());
-        self.seen.clear();
-        for pos in self.ring.start()..self.ring.end() {
-            self.index(pos, self.ring.get(pos), false);
+        let kept = std::mem::take(&mut self.ring);
+        let (k, w) = shape_for(self.window, 4);
+        self.winnow = Winnow::new(k, w);
+        self.anchors.clear();
+        self.copies.clear();
+        self.ring.restart_at(kept.start());
+        self.ring.reserve(kept.len());
+        for pos in kept.start()..kept.end() {
+            let _ = self.step(kept.get(pos), false);
         }
         self.built = true;
     }
 
     /// Frees the derived tables between responses; `ring` stays.
     pub fn compact(&mut self) {
-        self.windows.free();
-        self.seen = HashMap64::default();
+        self.anchors.free();
+        self.copies = Vec::new();
         self.built = false;
     }
 
     pub fn heap_bytes(&self) -> usize {
         self.ring.heap_bytes()
-            + self.windows.heap_bytes()
-            + self.seen.capacity() * 9
+            + self.anchors.heap_bytes()
+            + self.winnow.heap_bytes()
+            + self.copies.capacity() * 16
             + self.boundaries.capacity() * 8
     }
 }

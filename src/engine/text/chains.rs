@@ -28,6 +28,23 @@ impl<P: Copy + Default> HashChains<P> {
         self.links.restart_at(start);
     }
 
+    /// The oldest position kept.
+    #[inline]
+    pub fn start(&self) -> u64 {
+        self.links.start()
+    }
+
+    /// One past the newest position.
+    #[inline]
+    pub fn end(&self) -> u64 {
+        self.links.end()
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
     #[inline]
     fn bucket(&self, hash: u64) -> usize {
         let bits = self.heads.len().trailing_zeros();
@@ -85,39 +102,13 @@ impl<P: Copy + Default> HashChains<P> {
     }
 
     #[inline]
-    pub fn hash_at(&self, pos: u64) -> Option<u64> {
-        self.links.at(pos).map(|l| l.hash)
-    }
-
-    #[inline]
     pub fn payload(&self, pos: u64) -> P {
         self.links.get(pos).payload
     }
 
     #[inline]
-    pub fn set_payload(&mut self, pos: u64, payload: P) {
-        let mut l = self.links.get(pos);
-        l.payload = payload;
-        self.links.set(pos, l);
-    }
-
-    #[inline]
     pub fn pop_front(&mut self) {
         self.links.pop_front();
-    }
-
-    /// Drops the `n` oldest positions.
-    #[inline]
-    pub fn drop_front(&mut self, n: usize) {
-        self.links.drop_front(n);
-    }
-
-    /// Room for `total` positions without growing on the way.
-    pub fn reserve(&mut self, total: usize) {
-        if total > self.links.capacity() {
-            self.links.reserve(total);
-            self.rechain_if_loaded();
-        }
     }
 
     /// Frees the tables (the next push starts them again).

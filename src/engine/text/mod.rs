@@ -1,6 +1,7 @@
 //! Incremental repetition detectors over streamed text. Each char is seen once, in order,
 //! so the same text gives the same hits whatever its chunking. Pure: no IO, no clock.
 
+mod anchors;
 mod block;
 mod chains;
 mod fence;
@@ -45,11 +46,6 @@ pub(crate) const BASE: u64 = 0x9E37_79B9_7F4A_7C15;
 #[inline]
 pub(crate) fn mix(c: char) -> u64 {
     (c as u64 ^ 0xA5A5_5A5A).wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1
-}
-
-/// `BASE^n` (wrapping), to remove the char leaving a rolling window.
-pub(crate) fn base_pow(n: usize) -> u64 {
-    (0..n).fold(1u64, |acc, _| acc.wrapping_mul(BASE))
 }
 
 /// Hasher for keys that are already hashes: one multiply and shift to spread the bits.

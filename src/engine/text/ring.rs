@@ -1,5 +1,5 @@
 //! Bounded windows addressed by absolute position (the detectors' tails, and their per-char
-//! tables), in power-of-two buffers read with a mask; and the rolling hash over a tail.
+//! tables), in power-of-two buffers read with a mask.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -51,7 +51,7 @@ impl<T: Copy + Default> PosRing<T> {
         self.buf[i] = value;
     }
 
-    #[inline]
+    #[cfg(test)]
     pub fn at(&self, pos: u64) -> Option<T> {
         (pos >= self.start && pos < self.end()).then(|| self.get(pos))
     }
@@ -178,46 +178,6 @@ impl<'de> Deserialize<'de> for CharRing {
             ring.push(c);
         }
         Ok(ring)
-    }
-}
-
-/// A polynomial rolling hash over the last `width` chars of a ring (derived state).
-#[derive(Debug, Clone, Default)]
-pub struct Rolling {
-    hash: u64,
-    pow: u64,
-    width: u64,
-}
-
-impl Rolling {
-    pub fn new(width: usize) -> Self {
-        Rolling {
-            hash: 0,
-            pow: super::base_pow(width),
-            width: width as u64,
-        }
-    }
-
-    /// Adds `c`, the newest char of `ring`, at `pos`; the hash of the `width` chars ending
-    /// there once the ring holds that many, never 0.
-    #[inline]
-    pub fn roll(&mut self, ring: &CharRing, pos: u64, c: char) -> Option<u64> {
-        self.hash = self
-            .hash
-            .wrapping_mul(super::BASE)
-            .wrapping_add(super::mix(c));
-        let first = ring.start + self.width;
-        if pos >= first {
-            let out = ring.get(pos - self.width);
-            self.hash = self
-                .hash
-                .wrapping_sub(super::mix(out).wrapping_mul(self.pow));
-        }
-        (pos + 1 >= first).then_some(self.hash | 1)
-    }
-
-    pub fn reset(&mut self) {
-        self.hash = 0;
     }
 }
 

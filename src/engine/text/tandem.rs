@@ -1,13 +1,20 @@
 //! Tight repeats: a span of at least `span_min` chars immediately followed by itself
-//! (seed 003's `repeat_span_min`), found incrementally with k-gram anchors and run lengths.
+//! (seed 003's `repeat_span_min`), found incrementally: a pair of anchors (content-defined,
+//! see `anchors`) at the same k-gram proposes a period, checked by comparing back, then
+//! watched char by char as a run length.
+//!
+//! Every tandem is found where it first completes: its two halves share at least
+//! `span_min - k + 1` k-grams, one whole window of anchors (`anchors::shape_for`), so a
+//! pair of anchors one period apart is picked by the time the tandem ends.
 
-use super::chains::HashChains;
-use super::ring::{CharRing, Rolling};
+use super::anchors::{shape_for, Anchors, Winnow};
+use super::ring::CharRing;
 use super::{is_body, Hit, HitKind};
 use serde::{Deserialize, Serialize};
 
 const MAX_CANDIDATES: usize = 8;
-const CHAIN_STEPS: usize = 4;
+/// Earlier anchors of the same k-gram looked at per anchor.
+const CHAIN_STEPS: usize = 8;
 
 /// A period under watch: the last `run` chars each equal the char `period` before them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,13 +31,13 @@ pub struct Tandem {
     body_min: usize,
     tail: usize,
     ring: CharRing,
+    /// Kept in the state for its format; derived again from `ring` by `rebuild`.
     candidates: Vec<Candidate>,
-    /// Derived from `ring` by `rebuild`: the k-gram hash ending at each kept position and
-    /// the previous position with the same one.
+    /// Derived from `ring` by `rebuild`: the anchors and what picks them.
     #[serde(skip)]
-    grams: HashChains<()>,
+    winnow: Winnow,
     #[serde(skip)]
-    roll: Rolling,
+    anchors: Anchors,
     /// False while the derived tables are dropped (after `compact` or a hand-over): the next
     /// char rebuilds them from `ring` first.
     #[serde(skip)]
@@ -39,22 +46,22 @@ pub struct Tandem {
 
 impl Tandem {
     pub fn new(span_min: usize, body_min: usize, tail: usize) -> Self {
-        let mut t = Tandem {
+        let (k, w) = shape_for(span_min, 3);
+        Tandem {
             span_min,
             body_min,
             tail,
             ring: CharRing::default(),
             candidates: Vec::new(),
-            grams: HashChains::default(),
-            roll: Rolling::default(),
+            winnow: Winnow::new(k, w),
+            anchors: Anchors::default(),
             built: true,
-        };
-        t.roll = Rolling::new(t.k());
-        t
+        }
     }
 
+    /// The anchors' k-gram width: a period is watched once it holds for that many chars.
     fn k(&self) -> usize {
-        self.span_min.min(32)
+        shape_for(self.span_min, 3).0
     }
 
     /// Chars of periodic run needed before `period` makes a tandem of >= `span_min`.
@@ -68,48 +75,48 @@ impl Tandem {
         if !self.built {
             self.rebuild();
         }
-        // Evict first, so the buffers never outgrow `tail` (no doubling past it).
+        self.step(c)
+    }
+
+    #[inline]
+    fn step(&mut self, c: char) -> Option<Hit> {
+        // Evict first, so the buffer never outgrows `tail` (no doubling past it).
         if self.ring.len() >= self.tail {
             let n = self.ring.len() + 1 - self.tail;
             self.ring.drop_front(n);
-            self.grams.drop_front(n);
         }
         let pos = self.ring.end();
         self.ring.push(c);
         if !self.candidates.is_empty() {
             let ring = &self.ring;
             self.candidates.retain_mut(|cand| {
-                let same = pos >= cand.period && ring.at(pos - cand.period) == Some(c);
+                let same = pos >= ring.start() + cand.period && ring.get(pos - cand.period) == c;
                 cand.run += 1;
                 same
             });
         }
-        self.index(pos, c, true);
+        if let Some((at, hash)) = self.winnow.push(pos, c) {
+            self.discover(pos, at, hash);
+        }
         if self.candidates.is_empty() {
             return None;
         }
         self.check(pos)
     }
 
-    /// Updates the k-gram tables for the char `c` at `pos`; with `discover`, opens
-    /// candidates for the earlier positions with the same k-gram (up to `CHAIN_STEPS`).
+    /// A new anchor at `at`: each earlier anchor of the same k-gram proposes the distance
+    /// between them as a period (anchors come up to a window late, so either may be newer).
     #[inline]
-    fn index(&mut self, pos: u64, c: char, discover: bool) {
-        let start = self.ring.start();
-        let Some(h) = self.roll.roll(&self.ring, pos, c) else {
-            self.grams.push(0, (), start);
-            return;
-        };
-        let mut q = self.grams.push(h, (), start);
-        if !discover {
-            return;
-        }
-        for _ in 0..CHAIN_STEPS {
-            let Some(at) = q.filter(|&p| p >= start) else {
-                break;
-            };
-            self.consider(pos, pos - at);
-            q = self.grams.same_before(at);
+    fn discover(&mut self, pos: u64, at: u64, hash: u64) {
+        let mut periods = [0u64; CHAIN_STEPS];
+        let mut n = 0;
+        self.anchors
+            .add(at, hash, self.ring.start(), CHAIN_STEPS, |other| {
+                periods[n] = at.abs_diff(other);
+                n += 1;
+            });
+        for &period in &periods[..n] {
+            self.consider(pos, period);
         }
     }
 
@@ -119,13 +126,15 @@ impl Tandem {
             return;
         }
         let cap = self.need(period);
+        // Both chars compared must be kept: the older one is `period` back.
+        let Some(room) = (pos + 1).checked_sub(self.ring.start() + period) else {
+            return;
+        };
+        let ring = &self.ring;
+        let limit = cap.min(room);
         let mut run = 0;
-        while run < cap {
-            let (a, b) = (pos - run, pos.checked_sub(run + period));
-            match (self.ring.at(a), b.and_then(|b| self.ring.at(b))) {
-                (Some(x), Some(y)) if x == y => run += 1,
-                _ => break,
-            }
+        while run < limit && ring.get(pos - run) == ring.get(pos - run - period) {
+            run += 1;
         }
         if run < self.k() as u64 {
             return;
@@ -186,38 +195,44 @@ impl Tandem {
     pub fn reset(&mut self) {
         self.ring.clear();
         self.candidates.clear();
-        self.grams.restart_at(self.ring.start());
-        self.roll.reset();
+        self.winnow.reset();
+        self.anchors.clear();
     }
 
-    /// Makes room in the tables for `chars` more chars (capped at the tail), so they grow
-    /// once per chunk, not by doubling char after char.
+    /// Makes room in the tail for `chars` more chars (capped at it), so it grows once per
+    /// chunk, not by doubling char after char.
     pub fn reserve(&mut self, chars: usize) {
         let want = (self.ring.len() + chars).min(self.tail);
         self.ring.reserve(want);
-        if self.built {
-            self.grams.reserve(want);
-        }
     }
 
-    /// Rebuilds the derived tables from the kept chars (after deserialization).
+    /// Derives the anchors and the watched periods again from the kept chars (after
+    /// deserialization or `compact`), by feeding them once more; a hit found on the way
+    /// was already reported when the chars first came.
     pub fn rebuild(&mut self) {
-        self.roll = Rolling::new(self.k());
-        self.grams.restart_at(self.ring.start());
-        self.grams.reserve(self.ring.len());
-        for pos in self.ring.start()..self.ring.end() {
-            self.index(pos, self.ring.get(pos), false);
+        let kept = std::mem::take(&mut self.ring);
+        let (k, w) = shape_for(self.span_min, 3);
+        self.winnow = Winnow::new(k, w);
+        self.anchors.clear();
+        self.candidates.clear();
+        self.ring.restart_at(kept.start());
+        self.ring.reserve(kept.len());
+        for pos in kept.start()..kept.end() {
+            let _ = self.step(kept.get(pos));
         }
         self.built = true;
     }
 
     /// Frees the derived tables between responses; `ring` and the candidates stay.
     pub fn compact(&mut self) {
-        self.grams.free();
+        self.anchors.free();
         self.built = false;
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.ring.heap_bytes() + self.grams.heap_bytes() + self.candidates.capacity() * 24
+        self.ring.heap_bytes()
+            + self.anchors.heap_bytes()
+            + self.winnow.heap_bytes()
+            + self.candidates.capacity() * 24
     }
 }
