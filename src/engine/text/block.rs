@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Earlier anchors of the same k-gram looked at per anchor.
-const CHAIN_STEPS: usize = 16;
+const CHAIN_STEPS: usize = 64;
 /// Alignments watched at once (each is a run of chars equal to the ones `back` before).
 const MAX_COPIES: usize = 64;
 
@@ -126,32 +126,28 @@ impl BlockRepeat {
     /// watched if the chars up to `pos` agree with it for at least a k-gram.
     #[inline]
     fn discover(&mut self, pos: u64, at: u64, hash: u64) {
-        let mut backs = [0u64; CHAIN_STEPS];
-        let mut n = 0;
-        self.anchors
-            .add(at, hash, self.ring.start(), CHAIN_STEPS, |other| {
-                backs[n] = at.abs_diff(other);
-                n += 1;
-            });
         let k = shape_for(self.window, 4).0 as u64;
-        for &back in &backs[..n] {
-            if self.copies.len() >= MAX_COPIES || self.copies.iter().any(|cp| cp.back == back) {
-                continue;
-            }
-            // Both chars compared must be kept: the older one is `back` before.
-            let Some(room) = (pos + 1).checked_sub(self.ring.start() + back) else {
-                continue;
-            };
-            let ring = &self.ring;
-            let limit = room.min(self.window as u64);
-            let mut run = 0;
-            while run < limit && ring.get(pos - run) == ring.get(pos - run - back) {
-                run += 1;
-            }
-            if run >= k {
-                self.copies.push(Copy { back, run });
-            }
-        }
+        let window = self.window as u64;
+        let (ring, copies) = (&self.ring, &mut self.copies);
+        self.anchors
+            .add(at, hash, ring.start(), CHAIN_STEPS, |other| {
+                let back = at.abs_diff(other);
+                if copies.len() >= MAX_COPIES || copies.iter().any(|cp| cp.back == back) {
+                    return;
+                }
+                // Both chars compared must be kept: the older one is `back` before.
+                let Some(room) = (pos + 1).checked_sub(ring.start() + back) else {
+                    return;
+                };
+                let limit = room.min(window);
+                let mut run = 0;
+                while run < limit && ring.get(pos - run) == ring.get(pos - run - back) {
+                    run += 1;
+                }
+                if run >= k {
+                    copies.push(Copy { back, run });
+                }
+            });
     }
 
     /// The window ending at `pos` seen `count` times in the kept tail (an earlier copy

@@ -250,3 +250,6 @@ impl ContentText {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod exact_tests;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 const MAX_CANDIDATES: usize = 8;
 /// Earlier anchors of the same k-gram looked at per anchor.
-const CHAIN_STEPS: usize = 8;
+const CHAIN_STEPS: usize = 16;
 
 /// A period under watch: the last `run` chars each equal the char `period` before them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +31,6 @@ pub struct Tandem {
     body_min: usize,
     tail: usize,
     ring: CharRing,
-    /// Kept in the state for its format; derived again from `ring` by `rebuild`.
     candidates: Vec<Candidate>,
     /// Derived from `ring` by `rebuild`: the anchors and what picks them.
     #[serde(skip)]
@@ -57,17 +56,6 @@ impl Tandem {
             anchors: Anchors::default(),
             built: true,
         }
-    }
-
-    /// The anchors' k-gram width: a period is watched once it holds for that many chars.
-    fn k(&self) -> usize {
-        shape_for(self.span_min, 3).0
-    }
-
-    /// Chars of periodic run needed before `period` makes a tandem of >= `span_min`.
-    fn need(&self, period: u64) -> u64 {
-        let m = (self.span_min as u64).div_ceil(period);
-        (2 * m - 1) * period
     }
 
     #[inline]
@@ -108,49 +96,12 @@ impl Tandem {
     /// between them as a period (anchors come up to a window late, so either may be newer).
     #[inline]
     fn discover(&mut self, pos: u64, at: u64, hash: u64) {
-        let mut periods = [0u64; CHAIN_STEPS];
-        let mut n = 0;
+        let (ring, candidates) = (&self.ring, &mut self.candidates);
+        let (span_min, k) = (self.span_min, shape_for(self.span_min, 3).0 as u64);
         self.anchors
-            .add(at, hash, self.ring.start(), CHAIN_STEPS, |other| {
-                periods[n] = at.abs_diff(other);
-                n += 1;
+            .add(at, hash, ring.start(), CHAIN_STEPS, |other| {
+                consider(ring, candidates, span_min, k, pos, at.abs_diff(other));
             });
-        for &period in &periods[..n] {
-            self.consider(pos, period);
-        }
-    }
-
-    /// Verifies period `period` at `pos` by comparing back, and watches it if it holds for k.
-    fn consider(&mut self, pos: u64, period: u64) {
-        if self.candidates.iter().any(|c| c.period == period) {
-            return;
-        }
-        let cap = self.need(period);
-        // Both chars compared must be kept: the older one is `period` back.
-        let Some(room) = (pos + 1).checked_sub(self.ring.start() + period) else {
-            return;
-        };
-        let ring = &self.ring;
-        let limit = cap.min(room);
-        let mut run = 0;
-        while run < limit && ring.get(pos - run) == ring.get(pos - run - period) {
-            run += 1;
-        }
-        if run < self.k() as u64 {
-            return;
-        }
-        let cand = Candidate {
-            period,
-            run,
-            need: cap,
-        };
-        if self.candidates.len() < MAX_CANDIDATES {
-            self.candidates.push(cand);
-        } else if let Some(min) = self.candidates.iter_mut().min_by_key(|c| (c.run, c.period)) {
-            if min.run < run {
-                *min = cand;
-            }
-        }
     }
 
     fn check(&mut self, pos: u64) -> Option<Hit> {
@@ -206,20 +157,21 @@ impl Tandem {
         self.ring.reserve(want);
     }
 
-    /// Derives the anchors and the watched periods again from the kept chars (after
-    /// deserialization or `compact`), by feeding them once more; a hit found on the way
-    /// was already reported when the chars first came.
+    /// Derives the anchors again from the kept chars (after deserialization or `compact`),
+    /// by feeding them once more; the watched periods are kept as they were.
     pub fn rebuild(&mut self) {
         let kept = std::mem::take(&mut self.ring);
+        // The watched periods stay as they were: a run may be longer than the tail.
+        let watched = std::mem::take(&mut self.candidates);
         let (k, w) = shape_for(self.span_min, 3);
         self.winnow = Winnow::new(k, w);
         self.anchors.clear();
-        self.candidates.clear();
         self.ring.restart_at(kept.start());
         self.ring.reserve(kept.len());
         for pos in kept.start()..kept.end() {
             let _ = self.step(kept.get(pos));
         }
+        self.candidates = watched;
         self.built = true;
     }
 
@@ -234,5 +186,50 @@ impl Tandem {
             + self.anchors.heap_bytes()
             + self.winnow.heap_bytes()
             + self.candidates.capacity() * 24
+    }
+}
+
+/// Chars of periodic run needed before `period` makes a tandem of >= `span_min`.
+fn need(span_min: usize, period: u64) -> u64 {
+    let m = (span_min as u64).div_ceil(period);
+    (2 * m - 1) * period
+}
+
+/// Verifies `period` at `pos` by comparing back, and watches it if it holds for `k` chars.
+fn consider(
+    ring: &CharRing,
+    candidates: &mut Vec<Candidate>,
+    span_min: usize,
+    k: u64,
+    pos: u64,
+    period: u64,
+) {
+    if candidates.iter().any(|c| c.period == period) {
+        return;
+    }
+    let cap = need(span_min, period);
+    // Both chars compared must be kept: the older one is `period` back.
+    let Some(room) = (pos + 1).checked_sub(ring.start() + period) else {
+        return;
+    };
+    let limit = cap.min(room);
+    let mut run = 0;
+    while run < limit && ring.get(pos - run) == ring.get(pos - run - period) {
+        run += 1;
+    }
+    if run < k {
+        return;
+    }
+    let cand = Candidate {
+        period,
+        run,
+        need: cap,
+    };
+    if candidates.len() < MAX_CANDIDATES {
+        candidates.push(cand);
+    } else if let Some(min) = candidates.iter_mut().min_by_key(|c| (c.run, c.period)) {
+        if min.run < run {
+            *min = cand;
+        }
     }
 }
