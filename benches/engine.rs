@@ -38,9 +38,12 @@ fn tool_events(c: &mut Criterion) {
     g.bench_function("decode_and_handle_event", |b| {
         b.iter(|| decode_and_run(&wire))
     });
-    // The same split by kind, each against its own floor.
-    for kind in ["reasoning", "tools"] {
-        let wire = workloads::real_traces_of(kind);
+    // The same split by kind, each against its own floor, and the reasoning as streamed.
+    for kind in ["reasoning", "tools", "reasoning_streamed"] {
+        let wire = match kind {
+            "reasoning_streamed" => workloads::real_reasoning_streamed(),
+            kind => workloads::real_traces_of(kind),
+        };
         g.throughput(Throughput::Elements(wire.len() as u64));
         g.bench_function(format!("{kind}/parse_floor"), |b| {
             b.iter(|| workloads::parse_floor(&wire))

@@ -98,7 +98,7 @@ impl BlockRepeat {
         self.step(c, true)
     }
 
-    #[inline]
+    #[inline(always)]
     fn step(&mut self, c: char, detect: bool) -> Option<Hit> {
         // Evict first, so the buffer never outgrows `tail` (no doubling past it).
         while self.ring.len() >= self.tail {
@@ -124,7 +124,7 @@ impl BlockRepeat {
 
     /// A new anchor at `at`: each earlier anchor of the same k-gram proposes an alignment,
     /// watched if the chars up to `pos` agree with it for at least a k-gram.
-    #[inline]
+    #[inline(never)]
     fn discover(&mut self, pos: u64, at: u64, hash: u64) {
         let k = shape_for(self.window, 4).0 as u64;
         let window = self.window as u64;

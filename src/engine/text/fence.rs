@@ -36,23 +36,29 @@ fn is_fence(prefix: &str) -> bool {
 }
 
 impl Fences {
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, c: char) -> Step {
-        if c != '\n' {
-            if self.prefix.len() < PREFIX && !(self.prefix.is_empty() && c == ' ') {
-                self.prefix.push(c);
-            }
-            if self.in_block {
-                self.line_hash = self.line_hash.wrapping_mul(BASE).wrapping_add(mix(c));
-                if self.block_head.len() < 200 {
-                    self.block_head.push(c);
-                }
-            }
-            return Step {
-                prose: !self.in_block,
-                hit: None,
-            };
+        if c == '\n' {
+            return self.end_line();
         }
+        if self.prefix.len() < PREFIX && !(self.prefix.is_empty() && c == ' ') {
+            self.prefix.push(c);
+        }
+        if self.in_block {
+            self.line_hash = self.line_hash.wrapping_mul(BASE).wrapping_add(mix(c));
+            if self.block_head.len() < 200 {
+                self.block_head.push(c);
+            }
+        }
+        Step {
+            prose: !self.in_block,
+            hit: None,
+        }
+    }
+
+    /// A line ended: a fence opens or closes a block, a line inside one is hashed into it.
+    #[inline(never)]
+    fn end_line(&mut self) -> Step {
         let fence = is_fence(&self.prefix);
         self.prefix.clear();
         let line = std::mem::take(&mut self.line_hash);

@@ -66,7 +66,7 @@ impl Tandem {
         self.step(c)
     }
 
-    #[inline]
+    #[inline(always)]
     fn step(&mut self, c: char) -> Option<Hit> {
         // Evict first, so the buffer never outgrows `tail` (no doubling past it).
         if self.ring.len() >= self.tail {
@@ -94,7 +94,7 @@ impl Tandem {
 
     /// A new anchor at `at`: each earlier anchor of the same k-gram proposes the distance
     /// between them as a period (anchors come up to a window late, so either may be newer).
-    #[inline]
+    #[inline(never)]
     fn discover(&mut self, pos: u64, at: u64, hash: u64) {
         let (ring, candidates) = (&self.ring, &mut self.candidates);
         let (span_min, k) = (self.span_min, shape_for(self.span_min, 3).0 as u64);
