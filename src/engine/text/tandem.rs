@@ -12,7 +12,9 @@ use super::ring::CharRing;
 use super::{is_body, Hit, HitKind};
 use serde::{Deserialize, Serialize};
 
-const MAX_CANDIDATES: usize = 8;
+const MAX_CANDIDATES: usize = 64;
+/// The k-gram is this share of the shortest span (24 chars: k = 12, a window of 13).
+const K_SHARE: usize = 2;
 /// Earlier anchors of the same k-gram looked at per anchor.
 const CHAIN_STEPS: usize = 16;
 
@@ -45,7 +47,7 @@ pub struct Tandem {
 
 impl Tandem {
     pub fn new(span_min: usize, body_min: usize, tail: usize) -> Self {
-        let (k, w) = shape_for(span_min, 3);
+        let (k, w) = shape_for(span_min, K_SHARE);
         Tandem {
             span_min,
             body_min,
@@ -97,7 +99,7 @@ impl Tandem {
     #[inline(never)]
     fn discover(&mut self, pos: u64, at: u64, hash: u64) {
         let (ring, candidates) = (&self.ring, &mut self.candidates);
-        let (span_min, k) = (self.span_min, shape_for(self.span_min, 3).0 as u64);
+        let (span_min, k) = (self.span_min, shape_for(self.span_min, K_SHARE).0 as u64);
         self.anchors
             .add(at, hash, ring.start(), CHAIN_STEPS, |other| {
                 consider(ring, candidates, span_min, k, pos, at.abs_diff(other));
@@ -163,7 +165,7 @@ impl Tandem {
         let kept = std::mem::take(&mut self.ring);
         // The watched periods stay as they were: a run may be longer than the tail.
         let watched = std::mem::take(&mut self.candidates);
-        let (k, w) = shape_for(self.span_min, 3);
+        let (k, w) = shape_for(self.span_min, K_SHARE);
         self.winnow = Winnow::new(k, w);
         self.anchors.clear();
         self.ring.restart_at(kept.start());
