@@ -223,6 +223,7 @@ impl BlockRepeat {
     /// Frees the derived tables between responses; `ring` stays.
     pub fn compact(&mut self) {
         self.anchors.free();
+        self.winnow = Winnow::default();
         self.copies = Vec::new();
         self.built = false;
     }

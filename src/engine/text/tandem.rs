@@ -177,9 +177,10 @@ impl Tandem {
         self.built = true;
     }
 
-    /// Frees the derived tables between responses; `ring` and the candidates stay.
+    /// Frees the derived tables between responses; `ring` and the watched periods stay.
     pub fn compact(&mut self) {
         self.anchors.free();
+        self.winnow = Winnow::default();
         self.built = false;
     }
 
