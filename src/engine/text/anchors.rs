@@ -191,6 +191,11 @@ impl Anchors {
         }
     }
 
+    /// Room for `total` anchors without growing on the way.
+    pub fn reserve(&mut self, total: usize) {
+        self.chains.reserve(total);
+    }
+
     pub fn clear(&mut self) {
         let end = self.chains.end();
         self.chains.restart_at(end);

@@ -202,6 +202,11 @@ impl BlockRepeat {
     pub fn reserve(&mut self, chars: usize) {
         let want = (self.ring.len() + chars).min(self.tail);
         self.ring.reserve(want);
+        if self.built {
+            // About 2 anchors in every w + 1 chars.
+            self.anchors
+                .reserve(2 * want / (shape_for(self.window, 4).1 + 1));
+        }
     }
 
     /// Derives the anchors and the watched alignments again by feeding the kept chars once

@@ -111,6 +111,14 @@ impl<P: Copy + Default> HashChains<P> {
         self.links.pop_front();
     }
 
+    /// Room for `total` positions without growing on the way.
+    pub fn reserve(&mut self, total: usize) {
+        if total > self.links.capacity() {
+            self.links.reserve(total);
+            self.rechain_if_loaded();
+        }
+    }
+
     /// Frees the tables (the next push starts them again).
     pub fn free(&mut self) {
         *self = HashChains::default();

@@ -157,6 +157,11 @@ impl Tandem {
     pub fn reserve(&mut self, chars: usize) {
         let want = (self.ring.len() + chars).min(self.tail);
         self.ring.reserve(want);
+        if self.built {
+            // About 2 anchors in every w + 1 chars.
+            self.anchors
+                .reserve(2 * want / (shape_for(self.span_min, K_SHARE).1 + 1));
+        }
     }
 
     /// Derives the anchors again from the kept chars (after deserialization or `compact`),
