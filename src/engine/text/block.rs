@@ -4,6 +4,10 @@
 //! a window seen only where it straddles a response boundary at the same offset every time
 //! is the same closing and opening phrases of consecutive responses, not a passage
 //! recomputed, and does not count (ours).
+//!
+//! Found through anchors (`anchors`): every copy of a window holds one at the same offset,
+//! so two anchors of one k-gram propose an alignment, followed char by char as a run; a
+//! window ending here was seen `back` chars ago once that run reaches the window.
 
 use super::anchors::{shape_for, Anchors, Winnow};
 use super::ring::CharRing;

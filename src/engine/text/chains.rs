@@ -1,6 +1,7 @@
-//! Which earlier position of a tail had the same hash: a per-position link to it, found
-//! through a table of buckets that chain their positions newest first. Nothing is ever
-//! removed: a position that left the tail reads as none, so eviction is free.
+//! Which earlier entry of a sequence (the anchors of a text tail, in the order they come)
+//! had the same hash: a per-entry link to it, found through a table of buckets that chain
+//! their entries newest first. Nothing is ever removed: an entry that left reads as none,
+//! so eviction is free.
 
 use super::ring::PosRing;
 

@@ -12,6 +12,8 @@ use super::ring::CharRing;
 use super::{is_body, Hit, HitKind};
 use serde::{Deserialize, Serialize};
 
+/// Periods watched at once: enough that short repeats proposed by a small k never push a
+/// real one out (a list of 8 did, for a 4-char span).
 const MAX_CANDIDATES: usize = 64;
 /// The k-gram is this share of the shortest span (24 chars: k = 12, a window of 13).
 const K_SHARE: usize = 2;
