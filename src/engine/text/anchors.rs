@@ -30,6 +30,8 @@ pub struct Winnow {
     whole: bool,
     /// The last anchor given out, + 1 (0 = none).
     last: u64,
+    /// The hash of a k-gram of one char is that char's gear times this.
+    run: u64,
 }
 
 /// Random values for ASCII chars (splitmix64), the gear of the hash.
@@ -59,10 +61,11 @@ fn gear(c: char) -> u64 {
 impl Winnow {
     pub fn new(k: usize, w: usize) -> Self {
         let (k, w) = (k.max(1), w.max(1));
+        let shift = 64usize.div_ceil(k) as u32;
         Winnow {
             k,
             w,
-            shift: 64usize.div_ceil(k) as u32,
+            shift,
             hash: 0,
             chars: 0,
             block: vec![0; w],
@@ -71,6 +74,9 @@ impl Winnow {
             prefix: (u64::MAX, 0),
             whole: false,
             last: 0,
+            run: (0..k).fold(0u64, |m, j| {
+                m.wrapping_add(1u64.checked_shl(shift * j as u32).unwrap_or(0))
+            }),
         }
     }
 
@@ -80,13 +86,19 @@ impl Winnow {
     #[inline(always)]
     pub fn push(&mut self, pos: u64, c: char) -> Option<(u64, u64)> {
         // Two shifts: a shift of 64 (k = 1) empties the hash instead of overflowing.
-        let hash = ((self.hash << (self.shift - 1)) << 1).wrapping_add(gear(c));
+        let g = gear(c);
+        let hash = ((self.hash << (self.shift - 1)) << 1).wrapping_add(g);
         self.hash = hash;
         if self.chars + 1 < self.k {
             self.chars += 1;
             return None;
         }
-        let h = hash | 1;
+        // A k-gram of one char repeated ranks after every other: a run of them would
+        // otherwise give an anchor at each of its positions, and the earlier anchors of
+        // that k-gram would be crowded by its own run. It is the k-gram's own property, so
+        // copies still pick the same anchors.
+        let run = hash == g.wrapping_mul(self.run);
+        let h = (hash >> 1) | (u64::from(run) << 63) | 1;
         let i = self.at;
         let mut prefix = self.prefix;
         if h <= prefix.0 {

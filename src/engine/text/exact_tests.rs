@@ -25,6 +25,22 @@ fn texts() -> impl Strategy<Value = Vec<char>> {
         })
 }
 
+/// Texts of long runs of one char (`aaaa…`, spaces, `====`) between short separators: the
+/// k-gram of a run is the same all along it, the case that crowds the earlier anchors of
+/// a k-gram.
+fn runs() -> impl Strategy<Value = Vec<char>> {
+    let run = (
+        prop::sample::select(vec!['a', ' ', '=']),
+        5usize..60,
+        prop::sample::select(vec!['1', '2', 'x', 'b']),
+    );
+    proptest::collection::vec(run, 1..40).prop_map(|runs| {
+        runs.into_iter()
+            .flat_map(|(c, n, sep)| std::iter::repeat(c).take(n).chain([sep]))
+            .collect()
+    })
+}
+
 /// The anchors by definition: the newest smallest hash of every whole window of `w`
 /// k-grams, each position once, in the order windows pick them.
 fn winnow_by_definition(chars: &[char], k: usize, w: usize) -> Vec<u64> {
@@ -99,6 +115,20 @@ proptest! {
         let mut t = Tandem::new(span, body, 1 << 16);
         let got = chars.iter().position(|c| t.push(*c).is_some()).map(|i| i + 1);
         prop_assert_eq!(got, first_tandem(&chars, span, body));
+    }
+
+    #[test]
+    fn tight_repeats_among_long_runs_of_one_char(chars in runs(), span in 4usize..30) {
+        let mut t = Tandem::new(span, 5, 1 << 16);
+        let got = chars.iter().position(|c| t.push(*c).is_some()).map(|i| i + 1);
+        prop_assert_eq!(got, first_tandem(&chars, span, 5));
+    }
+
+    #[test]
+    fn block_repeats_among_long_runs_of_one_char(chars in runs(), window in 8usize..60) {
+        let mut b = BlockRepeat::new(window, 3, 1 << 16);
+        let got = chars.iter().position(|c| b.push(*c).is_some()).map(|i| i + 1);
+        prop_assert_eq!(got, first_block(&chars, window, 3));
     }
 
     #[test]
