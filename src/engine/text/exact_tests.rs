@@ -36,7 +36,7 @@ fn runs() -> impl Strategy<Value = Vec<char>> {
     );
     proptest::collection::vec(run, 1..40).prop_map(|runs| {
         runs.into_iter()
-            .flat_map(|(c, n, sep)| std::iter::repeat(c).take(n).chain([sep]))
+            .flat_map(|(c, n, sep)| std::iter::repeat_n(c, n).chain([sep]))
             .collect()
     })
 }
