@@ -34,7 +34,9 @@ RUN apt-get update \
 COPY --from=build /out/loopguard /usr/local/bin/loopguard
 # 65532: the conventional "nonroot" uid/gid; no home, no shell login needed.
 USER 65532:65532
-# Admin HTTP: /livez, /readyz, /metrics.
+# Admin HTTP: /livez, /readyz, /metrics, on every interface of the container (the
+# built-in default is loopback).
+ENV LOOPGUARD__ADMIN__LISTEN=0.0.0.0:9464
 EXPOSE 9464
 ENTRYPOINT ["loopguard"]
 CMD ["serve"]

@@ -163,7 +163,8 @@ check_dockerfile() {
   local f=Dockerfile
   grep -Eq '^USER 65532' $f && grep -q 'ENTRYPOINT \["loopguard"\]' $f && grep -q 'CMD \["serve"\]' $f \
     && grep -q 'EXPOSE 9464' $f && grep -q 'cargo build --release --locked' $f \
-    && [ "$(grep -c '^FROM ' $f)" -ge 2 ] && echo "Dockerfile: multi-stage, non-root, loopguard serve on 9464"
+    && grep -q '^ENV LOOPGUARD__ADMIN__LISTEN=0.0.0.0:9464' $f \
+    && [ "$(grep -c '^FROM ' $f)" -ge 2 ] && echo "Dockerfile: multi-stage, non-root, loopguard serve on 9464 (every interface; the built-in default is loopback)"
 }
 run "Dockerfile essentials" check_dockerfile
 
