@@ -48,6 +48,16 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 curl -fs "http://127.0.0.1:$ADMIN_PORT/readyz" >/dev/null || { say "guard not ready: $work/serve.log"; exit 1; }
+# Ready means every assigned partition is restored, which the first stream thread can be
+# with all of them before the second has joined: wait for each thread's assignment too
+# (up to 10 s), or the load lands on a rebalance.
+threads=${LOOPGUARD__KAFKA__THREADS:-$(nproc)}
+[ "$threads" -gt "$PARTITIONS" ] && threads=$PARTITIONS
+for _ in $(seq 100); do
+  [ "$(grep -c 'assignment restored' "$work/serve.log")" -ge "$threads" ] && break
+  sleep 0.1
+done
+grep -q 'assignment restored' "$work/serve.log" || say "no assignment seen in $work/serve.log"
 lg preload --file "$work/fleet.jsonl" >&2
 drain=$(lg drain --group "$tag" | tee /dev/stderr | sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p')
 raw=$(lg raw-consume | tee /dev/stderr | sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p')
