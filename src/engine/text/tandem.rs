@@ -166,21 +166,20 @@ impl Tandem {
         }
     }
 
-    /// Derives the anchors again from the kept chars (after deserialization or `compact`),
-    /// by feeding them once more; the watched periods are kept as they were.
+    /// Derives the anchors again from the kept chars (after deserialization or `compact`).
     pub fn rebuild(&mut self) {
-        let kept = std::mem::take(&mut self.ring);
-        // The watched periods stay as they were: a run may be longer than the tail.
-        let watched = std::mem::take(&mut self.candidates);
         let (k, w) = shape_for(self.span_min, K_SHARE);
         self.winnow = Winnow::new(k, w);
         self.anchors.clear();
-        self.ring.restart_at(kept.start());
-        self.ring.reserve(kept.len());
-        for pos in kept.start()..kept.end() {
-            let _ = self.step(kept.get(pos));
+        self.anchors.reserve(2 * self.ring.len() / (w + 1));
+        // Only the anchors are derived: the watched periods stay as they were (a run may be
+        // longer than the tail), so no period is proposed on the way.
+        let start = self.ring.start();
+        for pos in start..self.ring.end() {
+            if let Some((at, hash)) = self.winnow.push(pos, self.ring.get(pos)) {
+                self.anchors.add(at, hash, start, 0, |_| {});
+            }
         }
-        self.candidates = watched;
         self.built = true;
     }
 
