@@ -39,11 +39,8 @@ fn tool_events(c: &mut Criterion) {
         b.iter(|| decode_and_run(&wire))
     });
     // The same split by kind, each against its own floor, and the reasoning as streamed.
-    for kind in ["reasoning", "tools", "reasoning_streamed"] {
-        let wire = match kind {
-            "reasoning_streamed" => workloads::real_reasoning_streamed(),
-            kind => workloads::real_traces_of(kind),
-        };
+    for kind in ["reasoning", "tools", "streamed"] {
+        let wire = workloads::real_traces_of(kind);
         g.throughput(Throughput::Elements(wire.len() as u64));
         g.bench_function(format!("{kind}/parse_floor"), |b| {
             b.iter(|| workloads::parse_floor(&wire))

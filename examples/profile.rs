@@ -61,17 +61,6 @@ fn main() {
                 std::hint::black_box(workloads::parse_floor(&wire));
             });
         }
-        "real-streamed" | "real-streamed-parse" => {
-            let wire = workloads::real_reasoning_streamed();
-            let n = wire.len() as f64;
-            time(&what, n, "events", &mut || {
-                if what.ends_with("-parse") {
-                    std::hint::black_box(workloads::parse_floor(&wire));
-                } else {
-                    drop(workloads::decode_and_run(&wire));
-                }
-            });
-        }
         // The real traces split by kind: `real-reasoning`, `real-tools`, and each with
         // `-parse` for its floor.
         kind if kind.starts_with("real-") => {

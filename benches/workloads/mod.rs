@@ -369,10 +369,14 @@ pub fn real_traces() -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The real traces' records of one kind: the reasoning chunks (`reasoning`) or everything
-/// else (`tools`: tool calls and results, turn ends, user messages), in their order; the
-/// issue's two ratios, streamed text and tool traffic, each against its own floor.
+/// The real traces' records of one kind: the reasoning chunks (`reasoning`), everything
+/// else (`tools`: tool calls and results, turn ends, user messages), in their order, or the
+/// reasoning cut into streamed chunks (`streamed`); the two ratios, streamed text
+/// and tool traffic, each against its own floor.
 pub fn real_traces_of(kind: &str) -> Vec<Vec<u8>> {
+    if kind == "streamed" {
+        return real_reasoning_streamed();
+    }
     real_traces()
         .into_iter()
         .filter(|b| {
@@ -386,7 +390,7 @@ pub fn real_traces_of(kind: &str) -> Vec<Vec<u8>> {
 /// The real traces' reasoning as runtimes stream it: each response's text in chunks of
 /// 8-32 chars (seeded), one record per chunk with the response's fields, `final` on the
 /// last; the "streamed reasoning".
-pub fn real_reasoning_streamed() -> Vec<Vec<u8>> {
+fn real_reasoning_streamed() -> Vec<Vec<u8>> {
     let mut rng = StdRng::seed_from_u64(11);
     let mut out = Vec::new();
     for record in real_traces_of("reasoning") {

@@ -7,8 +7,10 @@ use super::chains::HashChains;
 
 /// Picks the anchors of a tail as its chars come (derived state: rebuilt from the tail).
 ///
-/// The k-gram hash is a gear hash shifted `64 / k` bits (rounded up) per char, so chars
-/// older than `k` have left it: no char to take out. The smallest of each window of `w`
+/// The k-gram hash is polynomial over the chars' gear values (every char of the k-gram in
+/// all 64 bits, so k-grams that differ only in their oldest char do not collide; a gear
+/// hash shifted per char kept 4 bits of it, and such k-grams crowded the walk of a run's
+/// k-gram). The last `k` chars are kept here to take the oldest out. The smallest of each window of `w`
 /// is found by blocks of `w` (van Herk / Gil-Werman): the window ending in this block is
 /// a suffix of the previous block, whose minima were computed when it ended, and the
 /// block's prefix, whose minimum is kept as it grows.
@@ -16,10 +18,13 @@ use super::chains::HashChains;
 pub struct Winnow {
     k: usize,
     w: usize,
-    shift: u32,
+    /// `BASE^k`, to take out the char leaving the k-gram.
+    pow: u64,
     hash: u64,
-    /// Chars hashed since the last reset, up to `k - 1` (the k-gram is whole after `k`).
+    /// Chars hashed since the last reset (the k-gram is whole after `k`), and the last 32
+    /// of them at their count masked (k is at most 32).
     chars: usize,
+    recent: [char; 32],
     /// This block's hashes; the previous block's suffix minima (hash, position).
     block: Vec<u64>,
     suffix: Vec<(u64, u64)>,
@@ -61,22 +66,21 @@ fn gear(c: char) -> u64 {
 impl Winnow {
     pub fn new(k: usize, w: usize) -> Self {
         let (k, w) = (k.max(1), w.max(1));
-        let shift = 64usize.div_ceil(k) as u32;
+        let k = k.min(32);
         Winnow {
             k,
             w,
-            shift,
+            pow: (0..k).fold(1u64, |p, _| p.wrapping_mul(super::BASE)),
             hash: 0,
             chars: 0,
+            recent: ['\0'; 32],
             block: vec![0; w],
             suffix: vec![(0, 0); w],
             at: 0,
             prefix: (u64::MAX, 0),
             whole: false,
             last: 0,
-            run: (0..k).fold(0u64, |m, j| {
-                m.wrapping_add(1u64.checked_shl(shift * j as u32).unwrap_or(0))
-            }),
+            run: (0..k).fold(0u64, |m, _| m.wrapping_mul(super::BASE).wrapping_add(1)),
         }
     }
 
@@ -85,12 +89,16 @@ impl Winnow {
     /// each comes once.
     #[inline(always)]
     pub fn push(&mut self, pos: u64, c: char) -> Option<(u64, u64)> {
-        // Two shifts: a shift of 64 (k = 1) empties the hash instead of overflowing.
         let g = gear(c);
-        let hash = ((self.hash << (self.shift - 1)) << 1).wrapping_add(g);
+        let mut hash = self.hash.wrapping_mul(super::BASE).wrapping_add(g);
+        if self.chars >= self.k {
+            let out = self.recent[(self.chars - self.k) & 31];
+            hash = hash.wrapping_sub(gear(out).wrapping_mul(self.pow));
+        }
         self.hash = hash;
-        if self.chars + 1 < self.k {
-            self.chars += 1;
+        self.recent[self.chars & 31] = c;
+        self.chars += 1;
+        if self.chars < self.k {
             return None;
         }
         // A k-gram of one char repeated ranks after every other: a run of them would

@@ -17,6 +17,8 @@ use std::collections::VecDeque;
 
 /// Earlier anchors of the same k-gram looked at per anchor.
 const CHAIN_STEPS: usize = 64;
+/// The k-gram is this share of the window (100 chars: k = 25, a window of 76 k-grams).
+const K_SHARE: usize = 4;
 /// Alignments watched at once (each is a run of chars equal to the ones `back` before).
 const MAX_COPIES: usize = 64;
 
@@ -52,7 +54,7 @@ pub struct BlockRepeat {
 
 impl BlockRepeat {
     pub fn new(window: usize, count: usize, tail: usize) -> Self {
-        let (k, w) = shape_for(window, 4);
+        let (k, w) = shape_for(window, K_SHARE);
         BlockRepeat {
             window,
             count,
@@ -110,6 +112,12 @@ impl BlockRepeat {
         }
         let pos = self.ring.end();
         self.ring.push(c);
+        self.follow(pos, c, detect)
+    }
+
+    /// Moves the alignments and the anchors on to the kept char `c` at `pos`.
+    #[inline(always)]
+    fn follow(&mut self, pos: u64, c: char, detect: bool) -> Option<Hit> {
         if !self.copies.is_empty() {
             let ring = &self.ring;
             self.copies.retain_mut(|cp| {
@@ -130,7 +138,7 @@ impl BlockRepeat {
     /// watched if the chars up to `pos` agree with it for at least a k-gram.
     #[inline(never)]
     fn discover(&mut self, pos: u64, at: u64, hash: u64) {
-        let k = shape_for(self.window, 4).0 as u64;
+        let k = shape_for(self.window, K_SHARE).0 as u64;
         let window = self.window as u64;
         let (ring, copies) = (&self.ring, &mut self.copies);
         self.anchors
@@ -209,22 +217,21 @@ impl BlockRepeat {
         if self.built {
             // About 2 anchors in every w + 1 chars.
             self.anchors
-                .reserve(2 * want / (shape_for(self.window, 4).1 + 1));
+                .reserve(2 * want / (shape_for(self.window, K_SHARE).1 + 1));
         }
     }
 
     /// Derives the anchors and the watched alignments again by feeding the kept chars once
     /// more (a hit on the way was reported when they first came).
     pub fn rebuild(&mut self) {
-        let kept = std::mem::take(&mut self.ring);
-        let (k, w) = shape_for(self.window, 4);
+        let (k, w) = shape_for(self.window, K_SHARE);
         self.winnow = Winnow::new(k, w);
         self.anchors.clear();
+        self.anchors.reserve(2 * self.ring.len() / (w + 1));
         self.copies.clear();
-        self.ring.restart_at(kept.start());
-        self.ring.reserve(kept.len());
-        for pos in kept.start()..kept.end() {
-            let _ = self.step(kept.get(pos), false);
+        // Each char sees only the kept chars before it, as when it came.
+        for pos in self.ring.start()..self.ring.end() {
+            let _ = self.follow(pos, self.ring.get(pos), false);
         }
         self.built = true;
     }
