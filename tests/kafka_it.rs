@@ -46,6 +46,66 @@ async fn every_rule_family_end_to_end_on_the_right_partition() {
     }
 }
 
+/// The commit pipeline on a real broker: a batch handed off to the commit thread while the
+/// next one is written on the other producer. The next batch's records land after the
+/// handed-off one's (each partition keeps batch order), and when the handed-off commit
+/// fails, the batch written meanwhile is aborted with it and nothing of either is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_off_commit_keeps_batch_order_and_a_failed_one_takes_the_next_batch_with_it() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "pipeline");
+    env.create_topics().await;
+    let cfg = Arc::new(loopguard::config::load(Some(&env.config(""))).unwrap());
+    let mut producer = TxnProducer::new(cfg, &format!("{}-txn", env.name)).unwrap();
+    let topic = env.topic("verdicts");
+    let send = |p: &TxnProducer, text: &str| {
+        p.producer()
+            .send(BaseRecord::to(&topic).partition(0).key("k").payload(text))
+            .unwrap();
+    };
+    let none = TopicPartitionList::new;
+    // Three batches in a row, each written while the one before is being committed.
+    for batch in 0..3 {
+        producer.begin().unwrap();
+        for i in 0..500 {
+            send(&producer, &format!("b{batch}-{i}"));
+        }
+        if batch > 0 {
+            assert!(matches!(producer.settle(true), Some(Ok(()))));
+        }
+        producer.hand_off(none(), None).unwrap();
+        assert!(producer.committing() && !producer.is_open());
+    }
+    assert!(matches!(producer.settle(true), Some(Ok(()))));
+    // A handed-off commit that fails (offsets without a group), with a batch written
+    // meanwhile: both go.
+    producer.begin().unwrap();
+    send(&producer, "lost-1");
+    let mut offsets = TopicPartitionList::new();
+    offsets
+        .add_partition_offset(&env.topic("events"), 0, Offset::Offset(1))
+        .unwrap();
+    producer.hand_off(offsets, None).unwrap();
+    producer.begin().unwrap();
+    send(&producer, "lost-2");
+    assert!(matches!(producer.settle(true), Some(Err(_))));
+    producer.abort().unwrap();
+    producer.begin().unwrap();
+    send(&producer, "last");
+    producer.commit(&none(), None).unwrap();
+    let payloads: Vec<String> = env
+        .read_all(&topic)
+        .into_iter()
+        .map(|(_, _, v, _)| String::from_utf8(v.unwrap()).unwrap())
+        .collect();
+    let mut want: Vec<String> = (0..3)
+        .flat_map(|b| (0..500).map(move |i| format!("b{b}-{i}")))
+        .collect();
+    want.push("last".into());
+    assert_eq!(payloads, want);
+}
+
 /// librdkafka's abort waits until the transaction's delivery reports are served; before
 /// the guard served them itself, an abort with records in flight timed out and left every
 /// later transaction refused ("Conflicting abort_transaction API call is already in

@@ -3,6 +3,7 @@
 //! commit in-flight work -> exit.
 
 pub mod admin;
+pub mod committer;
 pub mod dlq;
 pub mod embedded;
 pub mod kafka;
@@ -135,6 +136,10 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
         let wait = consumer.context().lock().until_due();
         let msg = consumer.poll(wait);
         let mut w = consumer.context().lock();
+        if let Err(e) = w.poll_commit() {
+            // The open batch is aborted too and a rewind is pending (`Worker::poll_commit`).
+            tracing::error!(error = %e, "commit failed; rewinding to the last commit");
+        }
         if let Some(fatal) = w.fatal.take() {
             anyhow::bail!(fatal);
         }
@@ -175,7 +180,7 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
             None => {}
         }
         if w.due() {
-            if let Err(e) = w.commit(consumer) {
+            if let Err(e) = w.commit_pipelined(consumer) {
                 // The batch is aborted and a rewind is pending (`Worker::commit`).
                 tracing::error!(error = %e, "commit failed; rewinding to the last commit");
             }

@@ -8,6 +8,7 @@
 //! need a new producer. A producer fenced by a newer incarnation of this instance (same
 //! transactional id) must stop: the service exits and its successor carries on.
 
+use super::committer::{Committer, Handoff, InFlight, Settled};
 use crate::config::{Config, Delivery};
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, KafkaResult};
@@ -92,8 +93,12 @@ pub fn classify(e: &KafkaError) -> Class {
 /// abort) returned, so records, state and offsets keep their order.
 pub struct TxnProducer {
     inner: GuardProducer,
-    /// The producer whose turn is next, with its transactional id's instance part.
+    /// The producer whose turn is next, with its transactional id's instance part; None
+    /// while its last transaction is being committed (`in_flight`).
     spare: Option<(GuardProducer, String)>,
+    /// The commit pipeline (exactly-once): the thread and the commit handed to it.
+    committer: Option<Committer>,
+    in_flight: Option<InFlight>,
     cfg: Arc<Config>,
     instance: String,
     open: bool,
@@ -109,15 +114,20 @@ impl TxnProducer {
     /// Creates the producer(s); in exactly-once mode, fences any predecessor with these ids.
     pub fn new(cfg: Arc<Config>, instance: &str) -> KafkaResult<Self> {
         let inner = create(&cfg, instance)?;
-        let spare = if cfg.kafka.delivery == Delivery::ExactlyOnce {
+        let (spare, committer) = if cfg.kafka.delivery == Delivery::ExactlyOnce {
             let alt = alternate_instance(instance);
-            Some((create(&cfg, &alt)?, alt))
+            let committer = Committer::start(cfg.clone(), instance)
+                .map_err(|e| tracing::warn!(error = %e, "no commit thread: commits inline"))
+                .ok();
+            (Some((create(&cfg, &alt)?, alt)), committer)
         } else {
-            None
+            (None, None)
         };
         Ok(TxnProducer {
             inner,
             spare,
+            committer,
+            in_flight: None,
             cfg,
             instance: instance.to_string(),
             open: false,
@@ -133,8 +143,68 @@ impl TxnProducer {
         }
     }
 
+    /// The producer of the open batch. While the last batch's commit is in flight, the
+    /// first call waits until that batch's records are in the log (`committer`).
     pub fn producer(&self) -> &GuardProducer {
+        if let Some(in_flight) = &self.in_flight {
+            in_flight.flushed.wait();
+        }
         &self.inner
+    }
+
+    /// True while a handed-off commit has not been settled.
+    pub fn committing(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Hands the open transaction to the commit thread with the consumed offsets and
+    /// switches to the other producer for the next batch; `settle` tells how it went. The
+    /// caller settles the previous one first. Without a commit thread or a free producer
+    /// (at-least-once mode), commits here as `commit` does.
+    pub fn hand_off(
+        &mut self,
+        offsets: TopicPartitionList,
+        group: Option<ConsumerGroupMetadata>,
+    ) -> Result<(), KafkaError> {
+        if !self.open {
+            return Ok(());
+        }
+        debug_assert!(self.in_flight.is_none(), "one commit in flight at most");
+        let (Some(committer), Some((next, next_instance))) =
+            (self.committer.as_ref(), self.spare.take())
+        else {
+            return self.commit(&offsets, group.as_ref());
+        };
+        let handoff = Handoff {
+            producer: std::mem::replace(&mut self.inner, next),
+            instance: std::mem::replace(&mut self.instance, next_instance),
+            offsets,
+            group,
+        };
+        self.open = false;
+        match committer.hand_off(handoff) {
+            Ok(in_flight) => {
+                self.in_flight = Some(in_flight);
+                Ok(())
+            }
+            Err(settled) => self.take_back(*settled),
+        }
+    }
+
+    /// The end of the commit in flight, if there is one (waiting for it when `wait`); None
+    /// while it runs or when there is none. Its producer is the spare again.
+    pub fn settle(&mut self, wait: bool) -> Option<Result<(), KafkaError>> {
+        let in_flight = self.in_flight.as_ref()?;
+        let settled = self.committer.as_ref()?.settle(in_flight, wait)?;
+        self.in_flight = None;
+        Some(self.take_back(settled))
+    }
+
+    fn take_back(&mut self, settled: Settled) -> Result<(), KafkaError> {
+        if let Some(producer) = settled.producer {
+            self.spare = Some((producer, settled.instance));
+        }
+        settled.result
     }
 
     /// True while a batch is being written (a transaction is open in exactly-once mode).
@@ -184,7 +254,7 @@ impl TxnProducer {
             return Ok(());
         }
         let result = if self.eos() {
-            self.commit_transaction(offsets, group)
+            commit_transaction_of(&self.inner, offsets, group)
         } else {
             self.flush_checked()
         };
@@ -205,23 +275,6 @@ impl TxnProducer {
         }
     }
 
-    fn commit_transaction(
-        &self,
-        offsets: &TopicPartitionList,
-        group: Option<&ConsumerGroupMetadata>,
-    ) -> Result<(), KafkaError> {
-        if offsets.count() > 0 {
-            let group = group.ok_or(KafkaError::Global(RDKafkaErrorCode::State))?;
-            retrying("send_offsets_to_transaction", || {
-                self.inner
-                    .send_offsets_to_transaction(offsets, group, TXN_TIMEOUT)
-            })?;
-        }
-        retrying("commit_transaction", || {
-            self.inner.commit_transaction(TXN_TIMEOUT)
-        })
-    }
-
     fn flush_checked(&self) -> Result<(), KafkaError> {
         self.inner.flush(TXN_TIMEOUT)?;
         if self.failed() > self.failed_at_begin {
@@ -230,56 +283,34 @@ impl TxnProducer {
         Ok(())
     }
 
-    /// Ends the open transaction without committing it; always finishes. The abort waits
-    /// until every delivery report of the transaction is served, so they are served here
-    /// first (a producer that is not polled would time out instead). A timed-out abort is
-    /// resumed, never followed by another call; when it cannot finish, the producer is
-    /// replaced: its successor's init fences it and aborts its transaction. Only an
-    /// instance fenced by its own successor gets an error back.
-    ///
-    /// When records were still queued, the purge leaves a gap in the idempotent producer's
-    /// sequence numbers that librdkafka does not always reset with the abort: the next
-    /// transaction then failed with "skipped sequence numbers" (seen once the retry backoff
-    /// was 10 ms). Such an abort is followed by a new producer (new epoch, sequences from
-    /// zero).
+    /// Ends the open transaction without committing it; always finishes, replacing the
+    /// producer when its abort cannot (`abort_transaction_of`). Only an instance fenced by
+    /// its own successor gets an error back. A commit in flight is not touched: the caller
+    /// settles it first.
     pub fn abort(&mut self) -> Result<(), KafkaError> {
         if !self.open {
             return Ok(());
         }
-        let outstanding = self.inner.in_flight_count() > 0;
-        self.inner.purge(PurgeConfig::default().queue());
         if !self.eos() {
             // Nothing to undo: what was produced stays produced and is de-duplicated
             // downstream by verdict id; the consumer rewinds to the last commit.
+            self.inner.purge(PurgeConfig::default().queue());
             let _ = self.inner.flush(TXN_TIMEOUT);
             self.open = false;
             return Ok(());
         }
-        for attempt in 1..=ATTEMPTS {
-            let _ = self.inner.flush(TXN_TIMEOUT);
-            match self.inner.abort_transaction(TXN_TIMEOUT) {
-                Ok(()) if outstanding => return self.replace(),
-                Ok(()) => {
-                    self.open = false;
-                    self.take_turns();
-                    return Ok(());
-                }
-                Err(e) => match classify(&e) {
-                    Class::Fenced => {
-                        self.open = false;
-                        return Err(e);
-                    }
-                    Class::Retry => {
-                        tracing::warn!(error = %e, attempt, "abort_transaction; resuming it")
-                    }
-                    _ => {
-                        tracing::warn!(error = %e, "abort_transaction failed");
-                        break;
-                    }
-                },
+        match abort_transaction_of(&self.inner) {
+            Aborted::Clean => {
+                self.open = false;
+                self.take_turns();
+                Ok(())
+            }
+            Aborted::Replace => self.replace(),
+            Aborted::Fenced(e) => {
+                self.open = false;
+                Err(e)
             }
         }
-        self.replace()
     }
 
     /// Ends the open transaction and starts afresh with a new producer (same transactional
@@ -298,6 +329,67 @@ impl TxnProducer {
         self.inner = fresh;
         Ok(())
     }
+}
+
+/// Sends the consumed offsets into `producer`'s transaction and commits it, repeating what
+/// librdkafka says may be repeated.
+pub(super) fn commit_transaction_of(
+    producer: &GuardProducer,
+    offsets: &TopicPartitionList,
+    group: Option<&ConsumerGroupMetadata>,
+) -> Result<(), KafkaError> {
+    if offsets.count() > 0 {
+        let group = group.ok_or(KafkaError::Global(RDKafkaErrorCode::State))?;
+        retrying("send_offsets_to_transaction", || {
+            producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT)
+        })?;
+    }
+    retrying("commit_transaction", || {
+        producer.commit_transaction(TXN_TIMEOUT)
+    })
+}
+
+/// How an abort ended.
+pub(super) enum Aborted {
+    /// The producer may begin a new transaction.
+    Clean,
+    /// It needs replacing (the abort did not finish, or records were purged).
+    Replace,
+    /// A newer incarnation of this instance took over its transactional id.
+    Fenced(KafkaError),
+}
+
+/// Aborts `producer`'s open transaction; always finishes. The abort waits until every
+/// delivery report of the transaction is served, so they are served here first (a producer
+/// that is not polled would time out instead). A timed-out abort is resumed, never followed
+/// by another call; when it cannot finish, the producer must be replaced: its successor's
+/// init fences it and aborts its transaction.
+///
+/// When records were still queued, the purge leaves a gap in the idempotent producer's
+/// sequence numbers that librdkafka does not always reset with the abort: the next
+/// transaction then failed with "skipped sequence numbers" (seen once the retry backoff
+/// was 10 ms). Such an abort asks for a new producer (new epoch, sequences from zero).
+pub(super) fn abort_transaction_of(producer: &GuardProducer) -> Aborted {
+    let outstanding = producer.in_flight_count() > 0;
+    producer.purge(PurgeConfig::default().queue());
+    for attempt in 1..=ATTEMPTS {
+        let _ = producer.flush(TXN_TIMEOUT);
+        match producer.abort_transaction(TXN_TIMEOUT) {
+            Ok(()) if outstanding => return Aborted::Replace,
+            Ok(()) => return Aborted::Clean,
+            Err(e) => match classify(&e) {
+                Class::Fenced => return Aborted::Fenced(e),
+                Class::Retry => {
+                    tracing::warn!(error = %e, attempt, "abort_transaction; resuming it")
+                }
+                _ => {
+                    tracing::warn!(error = %e, "abort_transaction failed");
+                    break;
+                }
+            },
+        }
+    }
+    Aborted::Replace
 }
 
 /// Sends one record, waiting for queue space rather than dropping it.
@@ -357,7 +449,7 @@ pub fn send_dead_letter(
     )
 }
 
-fn create(cfg: &Config, instance: &str) -> KafkaResult<GuardProducer> {
+pub(super) fn create(cfg: &Config, instance: &str) -> KafkaResult<GuardProducer> {
     let producer: GuardProducer = super::kafka::producer_config(cfg, instance)
         .create_with_context(DeliveryContext::default())?;
     if cfg.kafka.delivery == Delivery::ExactlyOnce {

@@ -32,7 +32,11 @@ pub struct Worker {
     reader: StateReader,
     parts: BTreeMap<i32, Part>,
     batch_events: usize,
-    batch_started: Instant,
+    /// When the last batch was committed or handed off: the commit interval runs from here.
+    interval_started: Instant,
+    /// The partitions of the batch whose commit is in flight, with the last offset of each.
+    in_flight_batch: Vec<(i32, i64)>,
+    in_flight_since: Instant,
     verdicts: Vec<crate::engine::verdict::Verdict>,
     /// A fatal error seen inside a callback, for the loop to act on.
     pub fatal: Option<String>,
@@ -58,7 +62,9 @@ impl Worker {
             reader,
             parts: BTreeMap::new(),
             batch_events: 0,
-            batch_started: Instant::now(),
+            interval_started: Instant::now(),
+            in_flight_batch: Vec::new(),
+            in_flight_since: Instant::now(),
             verdicts: Vec::new(),
             fatal: None,
             needs_rewind: false,
@@ -82,11 +88,7 @@ impl Worker {
     }
 
     fn begin(&mut self) -> Result<(), KafkaError> {
-        self.producer.begin()?;
-        if self.batch_events == 0 {
-            self.batch_started = Instant::now();
-        }
-        Ok(())
+        self.producer.begin()
     }
 
     /// Handles one consumed event: engine, then verdicts (or a dead letter) into the batch.
@@ -249,11 +251,12 @@ impl Worker {
         send_dead_letter(self.producer.producer(), &self.cfg.kafka.dlq_topic, letter)
     }
 
-    /// True when the batch should be committed.
+    /// True when the batch should be committed: `batch_max_events` events, or
+    /// `batch_max_ms` since the last commit (an event after a quiet spell commits at once).
     pub fn due(&self) -> bool {
         self.batch_events > 0
             && (self.batch_events >= self.cfg.kafka.batch_max_events.get()
-                || self.batch_started.elapsed()
+                || self.interval_started.elapsed()
                     >= Duration::from_millis(self.cfg.kafka.batch_max_ms))
     }
 
@@ -265,8 +268,47 @@ impl Worker {
             return most;
         }
         let due = Duration::from_millis(self.cfg.kafka.batch_max_ms);
-        due.saturating_sub(self.batch_started.elapsed())
+        due.saturating_sub(self.interval_started.elapsed())
             .clamp(Duration::from_millis(1), most)
+    }
+
+    /// Hands the batch to the commit thread and goes on (`committer`): the stream loop's
+    /// commit when a batch is due. Exactly-once only; at-least-once commits here.
+    pub fn commit_pipelined<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+    ) -> Result<(), KafkaError> {
+        self.commit_with(consumer, false, true)
+    }
+
+    /// Takes in the end of the commit in flight if it has come: its partitions progress,
+    /// or, when it failed, the open batch is aborted too and a rewind is pending.
+    pub fn poll_commit(&mut self) -> Result<(), KafkaError> {
+        self.settle_commit(false)
+    }
+
+    /// As `poll_commit`, waiting for the commit in flight when `wait`.
+    fn settle_commit(&mut self, wait: bool) -> Result<(), KafkaError> {
+        let Some(result) = self.producer.settle(wait) else {
+            return Ok(());
+        };
+        let batch = std::mem::take(&mut self.in_flight_batch);
+        tracing::debug!(
+            ms = self.in_flight_since.elapsed().as_millis() as u64,
+            ok = result.is_ok(),
+            "commit settled"
+        );
+        self.after_commit(&result, batch);
+        if let Err(e) = &result {
+            // Nothing after the failed batch may commit: the open one goes too.
+            self.note_fenced(e);
+            if let Err(e) = self.producer.abort() {
+                self.note_fenced(&e);
+            }
+            self.batch_events = 0;
+            self.needs_rewind = true;
+        }
+        result
     }
 
     /// Commits the batch's verdicts and offsets, with a checkpoint of the partitions where
@@ -276,7 +318,7 @@ impl Worker {
         &mut self,
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
-        self.commit_with(consumer, false)
+        self.commit_with(consumer, false, false)
     }
 
     /// As `commit`, with a checkpoint of every partition that moved since its last one:
@@ -285,14 +327,18 @@ impl Worker {
         &mut self,
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
-        self.commit_with(consumer, true)
+        self.commit_with(consumer, true, false)
     }
 
+    /// Commits the batch (`pipelined`: hands it off) once the commit in flight, if any,
+    /// has succeeded; when that one failed, nothing commits and a rewind is pending.
     fn commit_with<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
         force_checkpoint: bool,
+        pipelined: bool,
     ) -> Result<(), KafkaError> {
+        self.settle_commit(true)?;
         if self.needs_rewind {
             // The engines are ahead of the last commit until the rewind: committing now
             // would pair their state (a checkpoint) with offsets it does not belong to.
@@ -305,9 +351,30 @@ impl Worker {
             return Ok(());
         }
         let batch = self.batch_partitions();
-        let result = self.try_commit(consumer, force_checkpoint);
+        let result = self.try_commit(consumer, force_checkpoint, pipelined);
+        self.interval_started = Instant::now();
+        if result.is_ok() && self.producer.committing() {
+            // Settled later (`poll_commit`, or before anything else commits).
+            self.in_flight_batch = batch;
+        } else {
+            self.after_commit(&result, batch);
+        }
+        self.batch_events = 0;
+        if let Err(e) = &result {
+            self.note_fenced(e);
+            // Whatever failed, nothing of this batch may commit later, and nothing at all
+            // until the engines are back at the last commit.
+            self.end_transaction();
+            self.needs_rewind = true;
+        }
+        result
+    }
+
+    /// A batch's commit ended: its partitions progress (a stuck one is active again), or
+    /// its failure is counted against them.
+    fn after_commit(&mut self, result: &Result<(), KafkaError>, batch: Vec<(i32, i64)>) {
         let outcome = if result.is_ok() { "commit" } else { "abort" };
-        match &result {
+        match result {
             Ok(()) => {
                 for (p, last) in batch {
                     self.retries.progressed(p, last + 1);
@@ -327,15 +394,6 @@ impl Worker {
             .transactions
             .with_label_values(&[outcome])
             .inc();
-        self.batch_events = 0;
-        if let Err(e) = &result {
-            self.note_fenced(e);
-            // Whatever failed, nothing of this batch may commit later, and nothing at all
-            // until the engines are back at the last commit.
-            self.end_transaction();
-            self.needs_rewind = true;
-        }
-        result
     }
 
     /// Gives up the open batch: aborted now, and the engines go back to the last commit
@@ -356,10 +414,11 @@ impl Worker {
         &mut self,
         consumer: &BaseConsumer<C>,
         force_checkpoint: bool,
+        pipelined: bool,
     ) -> Result<(), KafkaError> {
         self.begin()?;
         let commit_started = Instant::now();
-        let batch_age = self.batch_started.elapsed();
+        let batch_age = self.interval_started.elapsed();
         let (events, mut states, mut state_bytes) = (self.batch_events, 0usize, 0usize);
         let mut offsets = TopicPartitionList::new();
         let topic = self.cfg.kafka.events_topic.clone();
@@ -398,6 +457,19 @@ impl Worker {
         } else {
             None
         };
+        if pipelined && self.eos() {
+            self.in_flight_since = Instant::now();
+            self.producer.hand_off(offsets, group)?;
+            tracing::debug!(
+                events,
+                states,
+                state_bytes,
+                batch_ms = batch_age.as_millis() as u64,
+                snapshot_ms = snapshots.as_millis() as u64,
+                "batch handed off"
+            );
+            return Ok(());
+        }
         self.producer.commit(&offsets, group.as_ref())?;
         if !self.eos() && offsets.count() > 0 {
             // Every record of the batch is acknowledged: the offsets may move on.
@@ -428,8 +500,10 @@ impl Worker {
         self.batch_events = 0;
     }
 
-    /// Ends the producer's open transaction, if any, without committing it.
+    /// Ends the producer's open transaction, if any, without committing it (after the
+    /// commit in flight, if any, has ended).
     fn end_transaction(&mut self) {
+        let _ = self.settle_commit(true);
         if let Err(e) = self.producer.abort() {
             self.note_fenced(&e);
         }

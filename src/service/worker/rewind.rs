@@ -21,6 +21,8 @@ impl Worker {
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
         self.abort();
+        // A commit in flight that failed just now is covered by this rewind.
+        self.needs_rewind = false;
         if self.retries.pending_strike() {
             if let Err(e) = self.producer.renew() {
                 self.note_fenced(&e);
