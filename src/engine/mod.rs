@@ -200,7 +200,10 @@ impl Engine {
             self.stats.verdicts[v.rule.index()][v.action.index()] += 1;
         }
         if let Some(c) = self.changes.as_mut() {
-            c.touched.insert(event.meta.session_id.clone());
+            // Most events are of a session already touched in the batch: no id copy then.
+            if !c.touched.contains(&event.meta.session_id) {
+                c.touched.insert(event.meta.session_id.clone());
+            }
         }
         if event.body.carries_text() {
             self.keep_hot(&event.meta.session_id);

@@ -14,6 +14,9 @@ use prometheus::{
 pub struct Metrics {
     registry: Registry,
     pub events_consumed: IntCounterVec,
+    /// `events_consumed` of each of `EVENT_TYPES`, then `unknown`: counted per event
+    /// without the label lookup.
+    consumed_by_type: Vec<IntCounter>,
     pub events_malformed: IntCounterVec,
     pub dead_letter: IntCounterVec,
     pub verdicts: IntCounterVec,
@@ -107,8 +110,9 @@ impl Metrics {
             &["partition"],
         )?;
         r.register(Box::new(lag.clone()))?;
-        let m = Metrics {
+        let mut m = Metrics {
             events_consumed: counter(r, "loopguard_events_consumed_total", "Events consumed, by event type.", &["type"])?,
+            consumed_by_type: Vec::new(),
             events_malformed: counter(r, "loopguard_events_malformed_total", "Events that could not be read, by reason.", &["reason"])?,
             dead_letter: counter(r, "loopguard_dead_letter_total", "Events written to the dead-letter topic, by reason.", &["reason"])?,
             verdicts: counter(r, "loopguard_verdicts_total", "Verdicts emitted, by rule and action.", &["rule", "action"])?,
@@ -167,9 +171,11 @@ impl Metrics {
             labels,
         };
         // Every series a dashboard or alert reads exists from the start (at 0).
-        for t in EVENT_TYPES.iter().chain(["unknown"].iter()) {
-            m.events_consumed.with_label_values(&[t]);
-        }
+        m.consumed_by_type = EVENT_TYPES
+            .iter()
+            .chain(["unknown"].iter())
+            .map(|t| m.events_consumed.with_label_values(&[t]))
+            .collect();
         for reason in crate::engine::event::DecodeError::REASONS {
             m.events_malformed.with_label_values(&[reason]);
             m.dead_letter.with_label_values(&[reason]);
@@ -197,6 +203,15 @@ impl Metrics {
     }
 
     /// Counts one emitted verdict.
+    /// One event of type `kind` consumed (`unknown` when not one of `EVENT_TYPES`).
+    pub fn on_consumed(&self, kind: &str) {
+        let i = EVENT_TYPES
+            .iter()
+            .position(|t| *t == kind)
+            .unwrap_or(EVENT_TYPES.len());
+        self.consumed_by_type[i].inc();
+    }
+
     pub fn on_verdict(&self, v: &Verdict) {
         self.verdicts
             .with_label_values(&[v.rule.as_str(), v.action.as_str()])

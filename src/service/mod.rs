@@ -176,8 +176,11 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
                     continue;
                 }
             }
-            Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
-            None => {}
+            Some(Err(e)) => {
+                w.tick();
+                tracing::warn!(error = %e, "consumer error")
+            }
+            None => w.tick(),
         }
         if w.due() {
             if let Err(e) = w.commit_pipelined(consumer) {

@@ -79,6 +79,11 @@ impl Part {
         )
     }
 
+    /// When this partition's last checkpoint was written (or it was restored).
+    pub fn last_checkpoint(&self) -> Instant {
+        self.last_checkpoint
+    }
+
     pub fn checkpoint_due(&self, policy: CheckpointPolicy, force: bool) -> bool {
         let anything = self.events_since_checkpoint > 0 || !self.pending.is_empty();
         anything

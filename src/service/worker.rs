@@ -14,7 +14,7 @@ use super::retry::Retries;
 use super::state::StateReader;
 use super::txn::{classify, send, send_dead_letter, Class, TxnProducer};
 use crate::config::{Config, Delivery};
-use crate::engine::event::{format_ts, EVENT_TYPES};
+use crate::engine::event::format_ts;
 use crate::engine::EngineStats;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
@@ -34,6 +34,10 @@ pub struct Worker {
     batch_events: usize,
     /// When the last batch was committed or handed off: the commit interval runs from here.
     interval_started: Instant,
+    /// The latest time read (after each event, or `tick` when the consumer had none): the
+    /// batch's due time is judged on it rather than on a clock read of its own.
+    now: Instant,
+    clock: WallClock,
     /// The partitions of the batch whose commit is in flight, with the last offset of each.
     in_flight_batch: Vec<(i32, i64)>,
     in_flight_since: Instant,
@@ -63,6 +67,8 @@ impl Worker {
             parts: BTreeMap::new(),
             batch_events: 0,
             interval_started: Instant::now(),
+            now: Instant::now(),
+            clock: WallClock::new(),
             in_flight_batch: Vec::new(),
             in_flight_since: Instant::now(),
             verdicts: Vec::new(),
@@ -139,6 +145,7 @@ impl Worker {
         let m = &self.shared.metrics;
         let given_up = self.retries.take_given_up(partition, msg.offset());
         let decoded = read_event(msg.key(), msg.payload());
+        let judged = !given_up && decoded.is_ok();
         match decoded {
             _ if given_up => {
                 m.dead_letter.with_label_values(&["retry_limit"]).inc();
@@ -171,21 +178,17 @@ impl Worker {
                 self.dead_letter(msg, &rejected)?;
             }
             Ok(event) => {
-                let kind = event.body.kind();
-                let label = if EVENT_TYPES.contains(&kind) {
-                    kind
-                } else {
-                    "unknown"
-                };
-                m.events_consumed.with_label_values(&[label]).inc();
+                m.on_consumed(event.body.kind());
                 let event_ms = event.meta.ts_ms;
                 let session = event.meta.session_id.clone();
                 let part = self.parts.get_mut(&partition).expect("restored above");
                 let started = Instant::now();
                 self.verdicts.clear();
                 part.engine.handle_event(event, &mut self.verdicts);
-                m.event_processing.observe(started.elapsed().as_secs_f64());
-                let now_ms = wall_clock_ms();
+                self.now = Instant::now();
+                m.event_processing
+                    .observe(self.now.duration_since(started).as_secs_f64());
+                let now_ms = self.clock.ms_at(self.now);
                 if event_ms - now_ms > CLOCK_AHEAD_MS {
                     m.events_ahead_of_clock.inc();
                 }
@@ -210,6 +213,10 @@ impl Worker {
         }
         if let Some(part) = self.parts.get_mut(&partition) {
             part.processed(msg.offset());
+        }
+        if !judged {
+            // Dead letters and given-up records did not read the clock above.
+            self.now = Instant::now();
         }
         self.batch_events += 1;
         Ok(())
@@ -256,8 +263,13 @@ impl Worker {
     pub fn due(&self) -> bool {
         self.batch_events > 0
             && (self.batch_events >= self.cfg.kafka.batch_max_events.get()
-                || self.interval_started.elapsed()
+                || self.now.saturating_duration_since(self.interval_started)
                     >= Duration::from_millis(self.cfg.kafka.batch_max_ms))
+    }
+
+    /// Reads the clock: the consumer returned without an event.
+    pub fn tick(&mut self) {
+        self.now = Instant::now();
     }
 
     /// How long the consumer may wait for the next event: until the open batch is due, at
@@ -268,7 +280,7 @@ impl Worker {
             return most;
         }
         let due = Duration::from_millis(self.cfg.kafka.batch_max_ms);
-        due.saturating_sub(self.interval_started.elapsed())
+        due.saturating_sub(self.now.saturating_duration_since(self.interval_started))
             .clamp(Duration::from_millis(1), most)
     }
 
@@ -353,6 +365,7 @@ impl Worker {
         let batch = self.batch_partitions();
         let result = self.try_commit(consumer, force_checkpoint, pipelined);
         self.interval_started = Instant::now();
+        self.now = self.interval_started;
         if result.is_ok() && self.producer.committing() {
             // Settled later (`poll_commit`, or before anything else commits).
             self.in_flight_batch = batch;
@@ -403,6 +416,26 @@ impl Worker {
         self.needs_rewind = true;
     }
 
+    /// The partitions whose checkpoint this commit writes: every due one when forced (or
+    /// with `checkpoint_max_ms = 0`), else the one due longest. A checkpoint stalls the
+    /// stream thread while it serializes its sessions (1-3 MB, 15-40 ms at 1,000 events/s
+    /// on the bench machine); partitions of one thread fall due together, so one per
+    /// commit keeps each stall to one partition's (docs/service.md, "Commit cadence").
+    fn checkpointed_now(&self, force: bool) -> Vec<i32> {
+        let policy = self.checkpoint_policy();
+        let due = self
+            .parts
+            .iter()
+            .filter(|(_, part)| part.checkpoint_due(policy, force));
+        if force || policy.max_ms == 0 {
+            return due.map(|(&p, _)| p).collect();
+        }
+        due.min_by_key(|(_, part)| part.last_checkpoint())
+            .map(|(&p, _)| p)
+            .into_iter()
+            .collect()
+    }
+
     fn checkpoint_policy(&self) -> CheckpointPolicy {
         CheckpointPolicy {
             max_ms: self.cfg.kafka.checkpoint_max_ms,
@@ -423,7 +456,6 @@ impl Worker {
         let mut offsets = TopicPartitionList::new();
         let topic = self.cfg.kafka.events_topic.clone();
         let state_topic = self.cfg.kafka.state_topic.clone();
-        let policy = self.checkpoint_policy();
         for (&p, part) in self.parts.iter_mut() {
             let (touched, removed) = part.collect_changes();
             for id in touched {
@@ -434,7 +466,10 @@ impl Worker {
             for id in removed {
                 self.shared.sessions.remove(&id);
             }
-            if part.checkpoint_due(policy, force_checkpoint) {
+        }
+        let checkpointed = self.checkpointed_now(force_checkpoint);
+        for (&p, part) in self.parts.iter_mut() {
+            if checkpointed.contains(&p) {
                 let written = part.write_checkpoint(self.producer.producer(), &state_topic, p)?;
                 states += written.records;
                 state_bytes += written.bytes;
@@ -546,8 +581,36 @@ fn source<'a>(msg: &'a BorrowedMessage<'_>) -> Source<'a> {
     }
 }
 
-/// The guard's own clock, for `emitted_at` and latency only (never for detection).
-fn wall_clock_ms() -> i64 {
+/// The guard's own wall clock, for `emitted_at` and latency only (never for detection):
+/// derived from the monotonic time already read for each event, read again at most once
+/// a second (so a stepped or slewed system clock is followed within a second).
+struct WallClock {
+    anchor: Instant,
+    anchor_ms: i64,
+}
+
+impl WallClock {
+    const REREAD: Duration = Duration::from_secs(1);
+
+    fn new() -> Self {
+        WallClock {
+            anchor: Instant::now(),
+            anchor_ms: system_ms(),
+        }
+    }
+
+    /// The wall clock in ms at `now`.
+    fn ms_at(&mut self, now: Instant) -> i64 {
+        let since = now.saturating_duration_since(self.anchor);
+        if since >= Self::REREAD {
+            *self = WallClock::new();
+            return self.anchor_ms;
+        }
+        self.anchor_ms + since.as_millis() as i64
+    }
+}
+
+fn system_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
