@@ -6,7 +6,8 @@ use loopguard::engine::Engine;
 use std::io::{BufReader, IsTerminal, Write};
 use std::process::ExitCode;
 
-/// mimalloc: the engine allocates small, short-lived strings per event (docs/benchmarks.md).
+/// mimalloc: the engine allocates small, short-lived strings per event (docs/benchmarks.md);
+/// built without transparent huge pages (Cargo.toml, docs/decisions.md (ao)).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
