@@ -46,6 +46,30 @@ async fn every_rule_family_end_to_end_on_the_right_partition() {
     }
 }
 
+/// The topics of `env` and a stream thread's transactional producer for them, with the
+/// verdicts topic that the producer tests write to.
+async fn txn_producer(env: &Env) -> (TxnProducer, String) {
+    env.create_topics().await;
+    let cfg = Arc::new(loopguard::config::load(Some(&env.config(""))).unwrap());
+    let producer = TxnProducer::new(cfg, &format!("{}-txn", env.name)).unwrap();
+    (producer, env.topic("verdicts"))
+}
+
+/// Writes `text` to partition 0 of `topic` in the producer's open batch.
+fn send_text(p: &TxnProducer, topic: &str, text: &str) {
+    p.producer()
+        .send(BaseRecord::to(topic).partition(0).key("k").payload(text))
+        .unwrap();
+}
+
+/// Every committed record of `topic`, as text.
+fn texts(env: &Env, topic: &str) -> Vec<String> {
+    env.read_all(topic)
+        .into_iter()
+        .map(|(_, _, v, _)| String::from_utf8(v.unwrap()).unwrap())
+        .collect()
+}
+
 /// The commit pipeline on a real broker: a batch handed off to the commit thread while the
 /// next one is written on the other producer. The next batch's records land after the
 /// handed-off one's (each partition keeps batch order), and when the handed-off commit
@@ -55,15 +79,8 @@ async fn a_handed_off_commit_keeps_batch_order_and_a_failed_one_takes_the_next_b
     let Some(b) = bootstrap() else { return };
     let _one_at_a_time = serial();
     let env = Env::new(b, "pipeline");
-    env.create_topics().await;
-    let cfg = Arc::new(loopguard::config::load(Some(&env.config(""))).unwrap());
-    let mut producer = TxnProducer::new(cfg, &format!("{}-txn", env.name)).unwrap();
-    let topic = env.topic("verdicts");
-    let send = |p: &TxnProducer, text: &str| {
-        p.producer()
-            .send(BaseRecord::to(&topic).partition(0).key("k").payload(text))
-            .unwrap();
-    };
+    let (mut producer, topic) = txn_producer(&env).await;
+    let send = |p: &TxnProducer, text: &str| send_text(p, &topic, text);
     let none = TopicPartitionList::new;
     // Three batches in a row, each written while the one before is being committed.
     for batch in 0..3 {
@@ -94,11 +111,7 @@ async fn a_handed_off_commit_keeps_batch_order_and_a_failed_one_takes_the_next_b
     producer.begin().unwrap();
     send(&producer, "last");
     producer.commit(&none(), None).unwrap();
-    let payloads: Vec<String> = env
-        .read_all(&topic)
-        .into_iter()
-        .map(|(_, _, v, _)| String::from_utf8(v.unwrap()).unwrap())
-        .collect();
+    let payloads = texts(&env, &topic);
     let mut want: Vec<String> = (0..3)
         .flat_map(|b| (0..500).map(move |i| format!("b{b}-{i}")))
         .collect();
@@ -115,15 +128,8 @@ async fn a_failed_commit_with_records_in_flight_aborts_and_the_next_batch_commit
     let Some(b) = bootstrap() else { return };
     let _one_at_a_time = serial();
     let env = Env::new(b, "abort");
-    env.create_topics().await;
-    let cfg = Arc::new(loopguard::config::load(Some(&env.config(""))).unwrap());
-    let mut producer = TxnProducer::new(cfg, &format!("{}-txn", env.name)).unwrap();
-    let topic = env.topic("verdicts");
-    let send = |p: &TxnProducer, text: &str| {
-        p.producer()
-            .send(BaseRecord::to(&topic).partition(0).key("k").payload(text))
-            .unwrap();
-    };
+    let (mut producer, topic) = txn_producer(&env).await;
+    let send = |p: &TxnProducer, text: &str| send_text(p, &topic, text);
     producer.begin().unwrap();
     for i in 0..2000 {
         send(&producer, &format!("aborted-{i}"));
@@ -144,11 +150,7 @@ async fn a_failed_commit_with_records_in_flight_aborts_and_the_next_batch_commit
     producer.begin().unwrap();
     send(&producer, "committed");
     producer.commit(&TopicPartitionList::new(), None).unwrap();
-    let payloads: Vec<String> = env
-        .read_all(&topic)
-        .into_iter()
-        .map(|(_, _, v, _)| String::from_utf8(v.unwrap()).unwrap())
-        .collect();
+    let payloads = texts(&env, &topic);
     assert_eq!(payloads, ["committed"]);
 }
 

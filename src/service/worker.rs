@@ -492,28 +492,23 @@ impl Worker {
         } else {
             None
         };
-        if pipelined && self.eos() {
+        // Handed off: the commit thread commits it; its end is taken in by `settle_commit`.
+        let handed_off = pipelined && self.eos();
+        if handed_off {
             self.in_flight_since = Instant::now();
             self.producer.hand_off(offsets, group)?;
-            tracing::debug!(
-                events,
-                states,
-                state_bytes,
-                batch_ms = batch_age.as_millis() as u64,
-                snapshot_ms = snapshots.as_millis() as u64,
-                "batch handed off"
-            );
-            return Ok(());
-        }
-        self.producer.commit(&offsets, group.as_ref())?;
-        if !self.eos() && offsets.count() > 0 {
-            // Every record of the batch is acknowledged: the offsets may move on.
-            consumer.commit(&offsets, rdkafka::consumer::CommitMode::Sync)?;
+        } else {
+            self.producer.commit(&offsets, group.as_ref())?;
+            if !self.eos() && offsets.count() > 0 {
+                // Every record of the batch is acknowledged: the offsets may move on.
+                consumer.commit(&offsets, rdkafka::consumer::CommitMode::Sync)?;
+            }
         }
         tracing::debug!(
             events,
             states,
             state_bytes,
+            handed_off,
             batch_ms = batch_age.as_millis() as u64,
             snapshot_ms = snapshots.as_millis() as u64,
             commit_ms = (commit_started.elapsed() - snapshots).as_millis() as u64,
