@@ -170,9 +170,10 @@ impl TxnProducer {
             return Ok(());
         }
         debug_assert!(self.in_flight.is_none(), "one commit in flight at most");
-        let (Some(committer), Some((next, next_instance))) =
-            (self.committer.as_ref(), self.spare.take())
-        else {
+        if self.committer.is_none() {
+            return self.commit(&offsets, group.as_ref());
+        }
+        let Some((next, next_instance)) = self.spare.take() else {
             return self.commit(&offsets, group.as_ref());
         };
         let handoff = Handoff {
@@ -182,6 +183,7 @@ impl TxnProducer {
             group,
         };
         self.open = false;
+        let committer = self.committer.as_ref().expect("checked above");
         match committer.hand_off(handoff) {
             Ok(in_flight) => {
                 self.in_flight = Some(in_flight);
