@@ -41,6 +41,9 @@ pub struct Settled {
     pub producer: Option<GuardProducer>,
     pub instance: String,
     pub result: Result<(), KafkaError>,
+    /// After a successful commit the producer's next transaction is begun here, off the
+    /// stream thread (an empty transaction: the broker hears of it at its first record).
+    pub begun: bool,
 }
 
 /// Opens once the handed-off producer has flushed (or failed to): the next batch may write.
@@ -176,6 +179,7 @@ impl Committer {
                     producer,
                     instance: in_flight.instance.clone(),
                     result: Err(KafkaError::Global(RDKafkaErrorCode::Fail)),
+                    begun: false,
                 })
             }
         }
@@ -204,6 +208,8 @@ fn commit(cfg: &Config, handoff: Handoff, flushed: &Gate) -> Settled {
     let flush = producer.flush(TXN_TIMEOUT);
     drop(opener);
     let result = flush.and_then(|()| commit_transaction_of(&producer, &offsets, group.as_ref()));
+    // A failed begin is left to the stream thread's, which replaces the producer.
+    let begun = result.is_ok() && producer.begin_transaction().is_ok();
     let producer = match &result {
         Ok(()) => producer,
         Err(e) if classify(e) == Class::Fenced => producer,
@@ -223,5 +229,6 @@ fn commit(cfg: &Config, handoff: Handoff, flushed: &Gate) -> Settled {
         producer: Some(producer),
         instance,
         result,
+        begun,
     }
 }

@@ -89,19 +89,27 @@ pub fn classify(e: &KafkaError) -> Class {
 /// and librdkafka (no transactions v2, KIP-890) retries until then: the first verdicts of
 /// every batch waited for the last batch's markers, the read_uncommitted p99 of 20-30 ms
 /// (docs/benchmarks.md). The other producer's last transaction ended a whole batch ago.
-/// Only one transaction is ever open: the next begins after the last one's commit (or
-/// abort) returned, so records, state and offsets keep their order.
+/// A batch's transaction is committed by the commit thread (`committer`) while the next
+/// batch is written on the other producer; at most one commit is in flight, and the next
+/// batch writes only after the last one's records are in the log, so records, state and
+/// offsets keep their order. The commit thread begins the producer's next transaction
+/// once its commit is done (`begun`): beginning is a round trip to librdkafka's main
+/// thread, which took 5-6 ms on the stream thread when the machine was busy.
 pub struct TxnProducer {
     inner: GuardProducer,
-    /// The producer whose turn is next, with its transactional id's instance part; None
-    /// while its last transaction is being committed (`in_flight`).
-    spare: Option<(GuardProducer, String)>,
+    /// The producer whose turn is next, with its transactional id's instance part and
+    /// whether its next transaction is begun; None while its last transaction is being
+    /// committed (`in_flight`).
+    spare: Option<(GuardProducer, String, bool)>,
     /// The commit pipeline (exactly-once): the thread and the commit handed to it.
     committer: Option<Committer>,
     in_flight: Option<InFlight>,
     cfg: Arc<Config>,
     instance: String,
+    /// A batch is being written (its records go into the open transaction).
     open: bool,
+    /// `inner`'s next transaction is begun, nothing written in it yet.
+    begun: bool,
     failed_at_begin: u64,
 }
 
@@ -119,7 +127,7 @@ impl TxnProducer {
             let committer = Committer::start(cfg.clone(), instance)
                 .map_err(|e| tracing::warn!(error = %e, "no commit thread: commits inline"))
                 .ok();
-            (Some((create(&cfg, &alt)?, alt)), committer)
+            (Some((create(&cfg, &alt)?, alt, false)), committer)
         } else {
             (None, None)
         };
@@ -131,15 +139,17 @@ impl TxnProducer {
             cfg,
             instance: instance.to_string(),
             open: false,
+            begun: false,
             failed_at_begin: 0,
         })
     }
 
     /// The transaction just ended: the other producer takes the next batch.
     fn take_turns(&mut self) {
-        if let Some((spare, id)) = self.spare.as_mut() {
+        if let Some((spare, id, begun)) = self.spare.as_mut() {
             std::mem::swap(&mut self.inner, spare);
             std::mem::swap(&mut self.instance, id);
+            std::mem::swap(&mut self.begun, begun);
         }
     }
 
@@ -173,7 +183,7 @@ impl TxnProducer {
         if self.committer.is_none() {
             return self.commit(&offsets, group.as_ref());
         }
-        let Some((next, next_instance)) = self.spare.take() else {
+        let Some((next, next_instance, next_begun)) = self.spare.take() else {
             return self.commit(&offsets, group.as_ref());
         };
         let handoff = Handoff {
@@ -183,6 +193,7 @@ impl TxnProducer {
             group,
         };
         self.open = false;
+        self.begun = next_begun;
         let committer = self.committer.as_ref().expect("checked above");
         match committer.hand_off(handoff) {
             Ok(in_flight) => {
@@ -204,7 +215,7 @@ impl TxnProducer {
 
     fn take_back(&mut self, settled: Settled) -> Result<(), KafkaError> {
         if let Some(producer) = settled.producer {
-            self.spare = Some((producer, settled.instance));
+            self.spare = Some((producer, settled.instance, settled.begun));
         }
         settled.result
     }
@@ -228,7 +239,7 @@ impl TxnProducer {
         if self.open {
             return Ok(());
         }
-        if self.eos() {
+        if self.eos() && !std::mem::take(&mut self.begun) {
             if let Err(e) = self.inner.begin_transaction() {
                 // A previous call may have left the producer unusable: start afresh once.
                 if classify(&e) == Class::Fenced {
@@ -326,6 +337,7 @@ impl TxnProducer {
     fn replace(&mut self) -> Result<(), KafkaError> {
         tracing::warn!(instance = %self.instance, "replacing the producer");
         self.open = false;
+        self.begun = false;
         let fresh = create(&self.cfg, &self.instance)?;
         // The old one is fenced by now; dropping it purges whatever it still held.
         self.inner = fresh;
