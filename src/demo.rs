@@ -115,7 +115,7 @@ pub async fn run(
 
     let metrics = Metrics::new(registry, &cfg.metrics)?;
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
-    let listener = tokio::net::TcpListener::bind(cfg.admin.listen).await?;
+    let listener = service::admin::bind(cfg.admin.listen).await?;
     println!(
         "loopguard demo: metrics on http://{}/metrics",
         cfg.admin.listen

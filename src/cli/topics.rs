@@ -3,7 +3,7 @@
 //! it only checks its partition count.
 
 use crate::config::Config;
-use crate::service::kafka::partition_count;
+use crate::service::kafka::{partition_count, reachable};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -18,8 +18,9 @@ pub enum TopicsError {
     NoBroker,
     #[error("--partitions must be at least 1")]
     NoPartitions,
+    /// librdkafka's error, its own text once (no source: its chain repeats that text).
     #[error("kafka: {0}")]
-    Kafka(#[from] rdkafka::error::KafkaError),
+    Kafka(rdkafka::error::KafkaError),
     #[error(transparent)]
     Check(#[from] crate::service::kafka::KafkaSetupError),
     #[error("cannot create topic `{topic}`: {code}")]
@@ -35,6 +36,12 @@ pub enum TopicsError {
     },
     #[error("topic `{0}` was created but the broker does not list it after 30 s")]
     NotVisible(String),
+}
+
+impl From<rdkafka::error::KafkaError> for TopicsError {
+    fn from(e: rdkafka::error::KafkaError) -> Self {
+        TopicsError::Kafka(e)
+    }
 }
 
 /// What `topics create` is asked to do; times in hours so the defaults read plainly.
@@ -135,13 +142,16 @@ pub enum Outcome {
 
 /// Creates what is missing, checks what exists; returns one line per topic for the user.
 pub async fn create(mut cfg: Config, args: &CreateArgs) -> Result<Vec<String>, TopicsError> {
+    let mut setting = "kafka.bootstrap_servers";
     if let Some(b) = &args.bootstrap_servers {
         cfg.kafka.bootstrap_servers = b.clone();
+        setting = "--bootstrap-servers";
     }
     if cfg.kafka.bootstrap_servers.is_empty() {
         return Err(TopicsError::NoBroker);
     }
     let specs = plan(&cfg, args)?;
+    tokio::task::block_in_place(|| reachable(&cfg.kafka.bootstrap_servers, setting))?;
     let mut client = ClientConfig::new();
     client.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
     for (k, v) in cfg.kafka_properties() {

@@ -259,6 +259,16 @@ fn set_path(tree: &mut Value, path: &[String], value: Value) {
 /// Validates a configuration tree, collecting every problem.
 fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
     let mut problems = Vec::new();
+/// A section's problem, naming the key when serde got as far as one:
+/// `kafka.batch_max_ms: invalid type: string "fast", expected u64`; `[kafka]: ...` for
+/// what concerns the section as a whole (an unknown key, a missing one).
+fn problem(section: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    match e.path().to_string().as_str() {
+        "." => format!("[{section}]: {}", e.inner()),
+        key => format!("{section}.{key}: {}", e.inner()),
+    }
+}
+
     let root = tree
         .as_object_mut()
         .ok_or_else(|| ConfigError::Invalid(vec!["configuration must be a table".into()]))?;
@@ -276,8 +286,8 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
             .get(name)
             .cloned()
             .unwrap_or(Value::Object(Default::default()));
-        serde_json::from_value(v)
-            .map_err(|e| problems.push(format!("[{name}]: {e}")))
+        serde_path_to_error::deserialize(v)
+            .map_err(|e| problems.push(problem(name, &e)))
             .ok()
     }
     let kafka: Option<KafkaConfig> = section(root, "kafka", &mut problems);
@@ -450,13 +460,25 @@ mod tests {
         };
         assert!(problems.len() >= 4, "{problems:?}");
         assert!(problems.iter().any(|p| p.contains("bogus")));
-        assert!(problems.iter().any(|p| p.contains("[admin]")));
+        assert!(problems.iter().any(|p| p.starts_with("admin.listen: ")));
         assert!(problems.iter().any(|p| p.contains("tool.window")));
     }
 
     #[test]
     fn unknown_keys_are_errors() {
         let f = file("[engine]\nsession_tll_secs = 5\n");
+    #[test]
+    fn a_wrong_typed_value_names_its_key() {
+        let f = file("[kafka]\nbatch_max_ms = \"fast\"\n[admin]\nlisten = 9464\n");
+        let err = load_with_env(f.path().to_str(), std::iter::empty()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration:\n  \
+             - kafka.batch_max_ms: invalid type: string \"fast\", expected u64\n  \
+             - admin.listen: invalid type: integer `9464`, expected socket address"
+        );
+    }
+
         assert!(load_with_env(f.path().to_str(), std::iter::empty()).is_err());
     }
 }

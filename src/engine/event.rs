@@ -28,7 +28,9 @@ pub const MAX_TS_MS: i64 = 253_402_300_799_999;
 pub enum DecodeError {
     #[error("not valid JSON: {0}")]
     Json(String),
-    #[error("a field has the wrong type: {0}")]
+    /// The field's path and serde's complaint, without a position: `field `tool`:
+    /// invalid type: integer `42`, expected a string`.
+    #[error("{0}")]
     WrongType(String),
     #[error("unsupported contract version {0} (expected 1)")]
     Version(i64),
@@ -123,6 +125,7 @@ struct WireLimits {
 
 /// The flat wire form of an event. Unknown fields are ignored (forward compatible).
 #[derive(Debug, Clone, Deserialize)]
+#[serde(expecting = "an event (a JSON object)")]
 struct WireEvent {
     v: Option<i64>,
     event_id: Option<String>,
@@ -146,6 +149,37 @@ struct WireEvent {
     #[serde(rename = "final")]
     is_final: Option<bool>,
     limits: Option<WireLimits>,
+}
+
+/// The error for valid JSON that does not fit the wire form, naming the field: the text
+/// is read again, on this error path only, tracking where the deserializer was. serde's
+/// position (`at line 1 column 118`) is left out: the field says where.
+fn wrong_type(text: &str, first: &serde_json::Error) -> DecodeError {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let (path, message) = match serde_path_to_error::deserialize::<_, WireEvent>(&mut de) {
+        // serde_json says only `expected value` for a number or bool where a string enum
+        // (`status`, `effect`) belongs.
+        Err(e) if e.inner().classify() == serde_json::error::Category::Syntax => (
+            e.path().to_string(),
+            "invalid type, expected a string".to_string(),
+        ),
+        Err(e) => (e.path().to_string(), without_position(e.inner())),
+        // Not expected (the same text failed above); keep the first error then.
+        Ok(_) => (String::from("."), without_position(first)),
+    };
+    DecodeError::WrongType(quote(&match path.as_str() {
+        "." => message,
+        // serde reads a struct from an array too, field by field: the culprit is the array.
+        p if p.starts_with('[') => "invalid type: array, expected an event (a JSON object)".into(),
+        path => format!("field `{path}`: {message}"),
+    }))
+}
+
+/// serde_json's message without its ` at line L column C` suffix.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
 }
 
 /// Fields every event carries.
@@ -268,17 +302,14 @@ impl Event {
         // One UTF-8 check of the whole record, instead of one per JSON string.
         let text =
             std::str::from_utf8(bytes).map_err(|e| DecodeError::Json(format!("not UTF-8: {e}")))?;
-        let wire: WireEvent = serde_json::from_str(text).map_err(|e| {
-            let quoted = quote(&e.to_string());
-            match e.classify() {
-                serde_json::error::Category::Data => DecodeError::WrongType(quoted),
-                // serde reports a number or bool where a string enum (`status`, `effect`)
-                // belongs as a syntax error; the text is valid JSON all the same.
-                _ if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
-                    DecodeError::WrongType(quoted)
-                }
-                _ => DecodeError::Json(quoted),
+        let wire: WireEvent = serde_json::from_str(text).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => wrong_type(text, &e),
+            // serde reports a number or bool where a string enum (`status`, `effect`)
+            // belongs as a syntax error; the text is valid JSON all the same.
+            _ if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+                wrong_type(text, &e)
             }
+            _ => DecodeError::Json(quote(&e.to_string())),
         })?;
         Event::from_wire(wire)
     }

@@ -84,6 +84,21 @@ impl Shared {
     }
 }
 
+/// The admin listener could not be opened; names the address and its setting once.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr} (admin.listen): {why}")]
+pub struct BindError {
+    pub addr: std::net::SocketAddr,
+    pub why: std::io::Error,
+}
+
+/// Opens the admin listener at `admin.listen`.
+pub async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, BindError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|why| BindError { addr, why })
+}
+
 /// The admin router; tests call it without a socket.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -158,6 +173,17 @@ mod tests {
     use axum::http::Request;
     use http_body_util::BodyExt;
     use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn a_taken_address_is_named_with_its_setting() {
+        let taken = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = taken.local_addr().unwrap();
+        let e = bind(addr).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("cannot listen on {addr} (admin.listen): Address already in use (os error 98)")
+        );
+    }
 
     fn shared(token: &str) -> Arc<Shared> {
         let cfg = crate::config::load_with_env(None, std::iter::empty()).unwrap();

@@ -11,8 +11,16 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum KafkaSetupError {
+    /// librdkafka's error, its own text once (no source: its chain repeats that text).
     #[error("kafka: {0}")]
-    Client(#[from] rdkafka::error::KafkaError),
+    Client(rdkafka::error::KafkaError),
+    #[error("cannot reach the Kafka broker at {servers} ({setting}): {why}")]
+    Unreachable {
+        servers: String,
+        /// Where the address was given: `kafka.bootstrap_servers`, `--bootstrap-servers`.
+        setting: &'static str,
+        why: String,
+    },
     #[error("topic `{0}` does not exist: create the guard's topics with `loopguard topics create --partitions N` (same configuration)")]
     MissingTopic(String),
     #[error("topic `{topic}` has {found} partitions; it must match the events topic's {expected}")]
@@ -21,6 +29,72 @@ pub enum KafkaSetupError {
         found: usize,
         expected: usize,
     },
+}
+
+impl From<rdkafka::error::KafkaError> for KafkaSetupError {
+    fn from(e: rdkafka::error::KafkaError) -> Self {
+        KafkaSetupError::Client(e)
+    }
+}
+
+/// How long `reachable` waits for one address to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Checks that at least one of the bootstrap servers accepts a TCP connection, before any
+/// librdkafka client is made: against a closed port those retry until their timeout (10 s)
+/// and report a transport failure without the address. Blocking; a few ms when a server
+/// answers or refuses, `CONNECT_TIMEOUT` per address that drops the connection attempt.
+pub fn reachable(servers: &str, setting: &'static str) -> Result<(), KafkaSetupError> {
+    let entries: Vec<&str> = servers
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut why = Vec::new();
+    for server in &entries {
+        match connect(server) {
+            Ok(()) => return Ok(()),
+            Err(e) if entries.len() == 1 => why.push(e),
+            Err(e) => why.push(format!("{server}: {e}")),
+        }
+    }
+    Err(KafkaSetupError::Unreachable {
+        servers: servers.to_string(),
+        setting,
+        why: match why.len() {
+            0 => "no address given".into(),
+            _ => why.join("; "),
+        },
+    })
+}
+
+/// One bootstrap entry (`host:port`, `[v6]:port`, an optional `PROTOCOL://` prefix; port
+/// 9092 when none is given, as librdkafka does).
+fn connect(server: &str) -> Result<(), String> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let addr = server.split_once("://").map_or(server, |(_, a)| a);
+    let has_port = match addr.rsplit_once(':') {
+        Some((host, port)) => {
+            port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']'))
+        }
+        None => false,
+    };
+    let addr = if has_port {
+        addr.to_string()
+    } else {
+        format!("{addr}:9092")
+    };
+    let addrs = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve the name: {e}"))?;
+    let mut last = String::from("the name resolves to no address");
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
 }
 
 fn base(cfg: &Config) -> ClientConfig {
@@ -134,6 +208,10 @@ pub async fn ensure_topics(
     let probe: BaseConsumer = base(cfg).create()?;
     let admin: AdminClient<DefaultClientContext> = base(cfg).create()?;
     let k = &cfg.kafka;
+    let servers = cfg.kafka.bootstrap_servers.clone();
+    tokio::task::spawn_blocking(move || reachable(&servers, "kafka.bootstrap_servers"))
+        .await
+        .expect("the reachability check does not panic")?;
     let events = match (partition_count(&probe, &k.events_topic)?, create_events) {
         (Some(n), _) => n,
         (None, Some(n)) => {

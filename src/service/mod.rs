@@ -207,7 +207,7 @@ pub async fn serve(mut cfg: Config, registry: prometheus::Registry) -> anyhow::R
     };
     let metrics = metrics::Metrics::new(registry, &cfg.metrics)?;
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
-    let listener = tokio::net::TcpListener::bind(cfg.admin.listen).await?;
+    let listener = admin::bind(cfg.admin.listen).await?;
     tracing::info!(addr = %cfg.admin.listen, "admin HTTP listening (/livez /readyz /metrics)");
     let app = admin::router(shared.clone());
     tokio::spawn(async move {

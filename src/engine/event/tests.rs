@@ -68,6 +68,37 @@ fn wrong_types_are_named() {
 }
 
 #[test]
+fn a_wrong_typed_field_is_named_once_without_a_position() {
+    let text = |json: &str| Event::decode(json.as_bytes()).unwrap_err().to_string();
+    assert_eq!(
+        text(
+            r#"{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"tool_call","turn_id":"t","call_id":"c","tool":42}"#
+        ),
+        "field `tool`: invalid type: integer `42`, expected a string"
+    );
+    assert_eq!(
+        text(
+            r#"{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"tool_result","call_id":"c","tool":"x","status":1}"#
+        ),
+        "field `status`: invalid type, expected a string"
+    );
+    assert_eq!(
+        text(
+            r#"{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"tool_result","call_id":"c","tool":"x","status":"ok","evidence":{"effect":5}}"#
+        ),
+        "field `evidence.effect`: invalid type, expected a string"
+    );
+    assert_eq!(
+        text("[1,2]"),
+        "invalid type: array, expected an event (a JSON object)"
+    );
+    assert_eq!(
+        text("5"),
+        "invalid type: integer `5`, expected an event (a JSON object)"
+    );
+}
+
+#[test]
 fn names_and_evidence_are_bounded_and_errors_are_cut() {
     let long = "x".repeat(MAX_NAME_CHARS + 1);
     let call = format!(

@@ -1,0 +1,126 @@
+//! The built binary's errors, exact text: each names its culprit (the field, the key, the
+//! address) once, and an unreachable broker is reported at once, not after librdkafka's
+//! timeouts. No broker needed: the addresses are closed ports or ports held here.
+
+use std::net::TcpListener;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn loopguard(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopguard"));
+    c.args(args)
+        .env("RUST_LOG", "off")
+        .env_remove("LOOPGUARD_CONFIG");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run loopguard")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A port nothing listens on: bound by the OS, then released.
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn serve_names_the_unreachable_broker_once_and_quickly() {
+    let addr = format!("127.0.0.1:{}", closed_port());
+    let t0 = Instant::now();
+    let o = loopguard(
+        &["serve"],
+        &[("LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS", addr.as_str())],
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("loopguard: cannot reach the Kafka broker at {addr} (kafka.bootstrap_servers): Connection refused (os error 111)\n")
+    );
+}
+
+#[test]
+fn topics_create_names_the_unreachable_brokers_once_and_quickly() {
+    let (a, b) = (closed_port(), closed_port());
+    let servers = format!("127.0.0.1:{a},127.0.0.1:{b}");
+    let t0 = Instant::now();
+    let o = loopguard(
+        &[
+            "topics",
+            "create",
+            "--partitions",
+            "1",
+            "--bootstrap-servers",
+            &servers,
+        ],
+        &[],
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "loopguard: cannot reach the Kafka broker at {servers} (--bootstrap-servers): \
+             127.0.0.1:{a}: Connection refused (os error 111); \
+             127.0.0.1:{b}: Connection refused (os error 111)\n"
+        )
+    );
+}
+
+#[test]
+fn a_taken_admin_address_is_named_with_its_setting() {
+    // The embedded broker (no bootstrap servers configured), then the admin listener.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = loopguard(
+        &["serve"],
+        &[
+            ("LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS", ""),
+            ("LOOPGUARD__ADMIN__LISTEN", addr.as_str()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "loopguard: cannot listen on {addr} (admin.listen): Address already in use (os error 98)\n"
+        )
+    );
+}
+
+#[test]
+fn a_wrong_typed_config_value_names_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[kafka]\nbatch_max_ms = \"fast\"\n").unwrap();
+    let o = loopguard(&["check-config", file.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "loopguard: invalid configuration:\n  - kafka.batch_max_ms: invalid type: string \"fast\", expected u64\n"
+    );
+}
+
+#[test]
+fn a_wrong_typed_event_field_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one.events.jsonl");
+    std::fs::write(
+        &file,
+        r#"{"v":1,"event_id":"e","session_id":"s","ts":1,"type":"tool_call","turn_id":"t","call_id":"c","tool":42}"#,
+    )
+    .unwrap();
+    let o = loopguard(&["replay", file.to_str().unwrap()], &[]);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).ends_with(
+            "  malformed line 1: field `tool`: invalid type: integer `42`, expected a string\n"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
