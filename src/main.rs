@@ -32,6 +32,10 @@ enum Command {
         /// Stop at the first malformed line (exit 1).
         #[arg(long)]
         strict: bool,
+        /// Also write the judged-through marker the service would write after each line
+        /// (the file read as partition 0, line n at offset n - 1).
+        #[arg(long)]
+        judged: bool,
         /// Input file, or `-` for stdin.
         #[arg(default_value = "-")]
         input: String,
@@ -97,8 +101,13 @@ fn main() -> ExitCode {
         Command::Replay {
             config,
             strict,
+            judged,
             input,
-        } => replay(config.as_deref(), strict, &input),
+        } => replay(
+            config.as_deref(),
+            loopguard::replay::Options { strict, judged },
+            &input,
+        ),
         Command::Rules { config } => match load_config(config.as_deref()) {
             Ok(c) => {
                 print!("{}", loopguard::cli::rules_table::render(c.policy.global()));
@@ -196,7 +205,7 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
     }
 }
 
-fn replay(config: Option<&str>, strict: bool, input: &str) -> ExitCode {
+fn replay(config: Option<&str>, opts: loopguard::replay::Options, input: &str) -> ExitCode {
     let cfg = match load_config(config) {
         Ok(c) => c,
         Err(code) => return code,
@@ -215,7 +224,7 @@ fn replay(config: Option<&str>, strict: bool, input: &str) -> ExitCode {
     };
     let tty = std::io::stderr().is_terminal();
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let result = loopguard::replay::run(&mut engine, reader, stdout, strict, |n| {
+    let result = loopguard::replay::run(&mut engine, reader, stdout, opts, |n| {
         if tty {
             eprint!("\r{n} lines…");
             let _ = std::io::stderr().flush();

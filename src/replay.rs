@@ -4,6 +4,7 @@
 use crate::engine::event::Event;
 use crate::engine::verdict::{Action, Rule};
 use crate::engine::{Engine, Handled};
+use crate::service::judged::Marker;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use thiserror::Error;
@@ -59,15 +60,27 @@ impl Summary {
     }
 }
 
+/// How a replay reads and what it writes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Options {
+    /// Stop at the first malformed line.
+    pub strict: bool,
+    /// After each line's verdicts, the judged-through marker the service would write: the
+    /// file is read as partition 0, the line numbered n at offset n - 1 (no `emitted_at`,
+    /// so the output stays the same every run).
+    pub judged: bool,
+}
+
 /// Replays `input` through `engine`, writing verdicts to `out` as JSON lines.
 /// `progress` is called every 10 000 lines with the count so far.
 pub fn run(
     engine: &mut Engine,
     input: impl BufRead,
     mut out: impl Write,
-    strict: bool,
+    opts: Options,
     mut progress: impl FnMut(usize),
 ) -> Result<Summary, ReplayError> {
+    let strict = opts.strict;
     let mut summary = Summary::default();
     let mut verdicts = Vec::new();
     for (i, line) in input.split(b'\n').enumerate() {
@@ -90,6 +103,7 @@ pub fn run(
                     });
                 }
                 summary.malformed.push((number, e.to_string()));
+                write_marker(&mut out, opts.judged, number)?;
                 continue;
             }
         };
@@ -105,7 +119,17 @@ pub fn run(
             serde_json::to_writer(&mut out, v).map_err(std::io::Error::from)?;
             out.write_all(b"\n")?;
         }
+        write_marker(&mut out, opts.judged, number)?;
     }
     out.flush()?;
     Ok(summary)
+}
+
+/// The marker covering every line up to `number`, when markers are asked for.
+fn write_marker(out: &mut impl Write, judged: bool, number: usize) -> std::io::Result<()> {
+    if judged {
+        out.write_all(&Marker::new(0, number as i64, None).to_json())?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
 }

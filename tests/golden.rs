@@ -51,7 +51,10 @@ fn replay_file(events: &Path) -> (String, Summary) {
         &mut engine,
         std::io::BufReader::new(input),
         &mut out,
-        true,
+        replay::Options {
+            strict: true,
+            judged: false,
+        },
         |_| {},
     )
     .unwrap_or_else(|e| panic!("{}: {e}", events.display()));
@@ -505,10 +508,14 @@ fn contract_doc_examples_match_the_schemas() {
             }
         }
     }
+    let markers = validator("judged.schema.json");
     let mut failures = String::new();
-    let (mut n_events, mut n_verdicts) = (0, 0);
+    let (mut n_events, mut n_verdicts, mut n_markers) = (0, 0, 0);
     for v in &values {
-        if v.get("verdict_id").is_some() {
+        if v.get("kind").is_some_and(|k| k == "judged") {
+            n_markers += 1;
+            let _ = write!(failures, "{}", errors(&markers, v));
+        } else if v.get("verdict_id").is_some() {
             n_verdicts += 1;
             let _ = write!(failures, "{}", errors(&verdicts, v));
             let rule = Rule::from_name(v["rule"].as_str().unwrap()).unwrap();
@@ -533,7 +540,81 @@ fn contract_doc_examples_match_the_schemas() {
         "docs/contract.md examples:\n{failures}"
     );
     assert!(
-        n_events >= 10 && n_verdicts >= 3,
-        "{n_events} events, {n_verdicts} verdicts"
+        n_events >= 10 && n_verdicts >= 3 && n_markers >= 1,
+        "{n_events} events, {n_verdicts} verdicts, {n_markers} markers"
     );
+}
+
+/// `replay --judged`: after each event line its verdicts, then a marker covering it; no
+/// verdict comes after the marker that covers its event; with the markers taken out, exactly
+/// the golden verdicts. `exact_repeat.judged.jsonl` is one fixture's whole expected output,
+/// and every marker matches `judged.schema.json`.
+#[test]
+fn judged_markers_follow_the_verdicts_they_cover() {
+    let marker_schema = validator("judged.schema.json");
+    let mut failures = String::new();
+    for (name, events, expected) in cases() {
+        let mut engine = Engine::new(PolicySet::default(), Limits::default());
+        let mut out = Vec::new();
+        let opts = replay::Options {
+            strict: true,
+            judged: true,
+        };
+        let input = std::io::BufReader::new(std::fs::File::open(&events).unwrap());
+        replay::run(&mut engine, input, &mut out, opts, |_| {}).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let text = std::fs::read_to_string(&events).unwrap();
+        // The line (from 1) of each event id, and the numbers of the event lines.
+        let mut line_of = std::collections::HashMap::new();
+        let mut event_lines = Vec::new();
+        for (i, l) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let e: Value = serde_json::from_str(l).unwrap();
+            line_of
+                .entry(e["event_id"].as_str().unwrap().to_string())
+                .or_insert(i + 1);
+            event_lines.push(i + 1);
+        }
+        let (mut markers, mut verdicts) = (Vec::<usize>::new(), String::new());
+        for line in out.lines() {
+            let value: Value = serde_json::from_str(line).unwrap();
+            if value["kind"] == "judged" {
+                let errs = errors(&marker_schema, &value);
+                assert!(errs.is_empty(), "{name}: {line}\n{errs}");
+                markers.push(value["through_offset"].as_u64().unwrap() as usize);
+                continue;
+            }
+            let covered = markers.last().copied().unwrap_or(0);
+            let event = value["event_id"].as_str().unwrap();
+            if line_of.get(event).is_some_and(|&l| l <= covered) {
+                let _ = writeln!(
+                    failures,
+                    "{name}: a verdict after the marker covering its event: {line}"
+                );
+            }
+            verdicts.push_str(line);
+            verdicts.push('\n');
+        }
+        assert_eq!(
+            markers, event_lines,
+            "{name}: one marker after each event line"
+        );
+        assert_eq!(
+            verdicts,
+            std::fs::read_to_string(&expected).unwrap(),
+            "{name}"
+        );
+        if name == "exact_repeat" {
+            let golden = root().join("tests/fixtures/exact_repeat.judged.jsonl");
+            if bless() {
+                std::fs::write(&golden, &out).unwrap();
+            }
+            let want = std::fs::read_to_string(&golden).unwrap();
+            assert_eq!(out, want, "{name}: the whole output");
+        }
+    }
+    assert!(failures.is_empty(), "{failures}");
 }

@@ -44,6 +44,10 @@ async fn every_rule_family_end_to_end_on_the_right_partition() {
             v.session_id
         );
     }
+    // Every event covered by a judged-through marker, none before its verdicts.
+    for isolation in ["read_committed", "read_uncommitted"] {
+        assert!(env.check_judged_markers(isolation).markers > 0);
+    }
 }
 
 /// The topics of `env` and a stream thread's transactional producer for them, with the
@@ -245,6 +249,17 @@ async fn kill_dash_nine(name: &str, settings: &str) -> Option<Env> {
         want.len(),
         raw - uncommitted.len()
     );
+    // Judged-through markers across kill -9, the aborted transaction, the survivor's
+    // re-run and the rebalance: no verdict after the marker covering its event, on either
+    // path, and every event covered in the end.
+    for isolation in ["read_committed", "read_uncommitted"] {
+        let check = env.check_judged_markers(isolation);
+        eprintln!(
+            "{name}: {isolation}: {} markers, {} verdict records",
+            check.markers, check.verdicts
+        );
+        assert!(check.markers > 0);
+    }
     // State and offsets commit together: no restore may find a checkpoint past the offset.
     let summary = env.guard_log_summary();
     assert!(!summary.contains("checkpoint ahead"), "{summary}");
@@ -299,6 +314,10 @@ async fn restart_resumes_from_committed_state_and_sigterm_commits_in_flight_work
     guard.kill().ok();
     guard.wait().ok();
     assert_same(&got, &oracle(&events));
+    // Markers resume after the restart, and cover the second run's events too.
+    for isolation in ["read_committed", "read_uncommitted"] {
+        assert!(env.check_judged_markers(isolation).markers > 0);
+    }
 }
 
 /// A hand-over with nothing to re-run: 24 partitions checkpointed by a clean shutdown,

@@ -57,6 +57,9 @@ pub struct KafkaConfig {
     /// Times the guard rewinds to one record and retries it before giving it up
     /// (dead-lettered minimally and passed).
     pub max_record_retries: NonZeroU32,
+    /// Judged-through markers (docs/contract.md): written once the consumer has no event
+    /// ready, and at the latest this many ms after the first event they cover.
+    pub judged_max_ms: u64,
     #[serde(default)]
     pub properties: BTreeMap<String, Value>,
 }
@@ -256,9 +259,6 @@ fn set_path(tree: &mut Value, path: &[String], value: Value) {
     }
 }
 
-/// Validates a configuration tree, collecting every problem.
-fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
-    let mut problems = Vec::new();
 /// A section's problem, naming the key when serde got as far as one:
 /// `kafka.batch_max_ms: invalid type: string "fast", expected u64`; `[kafka]: ...` for
 /// what concerns the section as a whole (an unknown key, a missing one).
@@ -269,6 +269,9 @@ fn problem(section: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> 
     }
 }
 
+/// Validates a configuration tree, collecting every problem.
+fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
+    let mut problems = Vec::new();
     let root = tree
         .as_object_mut()
         .ok_or_else(|| ConfigError::Invalid(vec!["configuration must be a table".into()]))?;
@@ -465,9 +468,6 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_are_errors() {
-        let f = file("[engine]\nsession_tll_secs = 5\n");
-    #[test]
     fn a_wrong_typed_value_names_its_key() {
         let f = file("[kafka]\nbatch_max_ms = \"fast\"\n[admin]\nlisten = 9464\n");
         let err = load_with_env(f.path().to_str(), std::iter::empty()).unwrap_err();
@@ -479,6 +479,9 @@ mod tests {
         );
     }
 
+    #[test]
+    fn unknown_keys_are_errors() {
+        let f = file("[engine]\nsession_tll_secs = 5\n");
         assert!(load_with_env(f.path().to_str(), std::iter::empty()).is_err());
     }
 }

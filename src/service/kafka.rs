@@ -119,7 +119,10 @@ pub fn consumer_config(cfg: &Config) -> ClientConfig {
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
         .set("statistics.interval.ms", "5000")
-        .set("fetch.wait.max.ms", "10")
+        // A long poll: the broker answers as soon as an event arrives, so the wait costs no
+        // latency; at 10 ms an idle guard's two stream threads made the broker spend
+        // 0.13-0.39 cores on empty fetches (docs/benchmarks.md, "Judged-through markers").
+        .set("fetch.wait.max.ms", "500")
         // librdkafka waits this long before fetching again once a partition's queue is over
         // `queued.min.messages`; its 1 s default starved the guard between batches (it
         // drained the queue in a fraction of that): 12,000 events/s instead of 36,000.
@@ -205,13 +208,13 @@ pub async fn ensure_topics(
     cfg: &Config,
     create_events: Option<usize>,
 ) -> Result<usize, KafkaSetupError> {
-    let probe: BaseConsumer = base(cfg).create()?;
-    let admin: AdminClient<DefaultClientContext> = base(cfg).create()?;
-    let k = &cfg.kafka;
     let servers = cfg.kafka.bootstrap_servers.clone();
     tokio::task::spawn_blocking(move || reachable(&servers, "kafka.bootstrap_servers"))
         .await
         .expect("the reachability check does not panic")?;
+    let probe: BaseConsumer = base(cfg).create()?;
+    let admin: AdminClient<DefaultClientContext> = base(cfg).create()?;
+    let k = &cfg.kafka;
     let events = match (partition_count(&probe, &k.events_topic)?, create_events) {
         (Some(n), _) => n,
         (None, Some(n)) => {

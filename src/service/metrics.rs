@@ -22,6 +22,8 @@ pub struct Metrics {
     pub verdicts: IntCounterVec,
     loops: IntCounterVec,
     pub escalations_given_up: IntCounter,
+    pub judged_markers: IntCounter,
+    pub judged_marker_bytes: IntCounter,
     pub active_sessions: IntGauge,
     pub session_evictions: IntCounterVec,
     pub event_to_verdict: Histogram,
@@ -53,6 +55,12 @@ impl LabelPolicy {
             None => "none".to_string(),
         })
     }
+}
+
+fn plain_counter(reg: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
+    let c = IntCounter::new(name, help)?;
+    reg.register(Box::new(c.clone()))?;
+    Ok(c)
 }
 
 fn counter(
@@ -117,11 +125,9 @@ impl Metrics {
             dead_letter: counter(r, "loopguard_dead_letter_total", "Events written to the dead-letter topic, by reason.", &["reason"])?,
             verdicts: counter(r, "loopguard_verdicts_total", "Verdicts emitted, by rule and action.", &["rule", "action"])?,
             loops: counter(r, "loopguard_loops_detected_total", "Loops detected (every verdict except budget signals and required-tool retries), by rule.", &loop_labels)?,
-            escalations_given_up: {
-                let c = IntCounter::new("loopguard_escalations_given_up_total", "Responses the guard gave up on after max_retries interventions.")?;
-                r.register(Box::new(c.clone()))?;
-                c
-            },
+            escalations_given_up: plain_counter(r, "loopguard_escalations_given_up_total", "Responses the guard gave up on after max_retries interventions.")?,
+            judged_markers: plain_counter(r, "loopguard_judged_markers_total", "Judged-through markers written to the verdicts topic (docs/contract.md).")?,
+            judged_marker_bytes: plain_counter(r, "loopguard_judged_marker_bytes_total", "Bytes of judged-through marker values written.")?,
             active_sessions: gauge("loopguard_active_sessions", "Sessions held in memory by this instance.")?,
             session_evictions: counter(r, "loopguard_session_evictions_total", "Sessions forgotten, by reason (ttl, capacity, session_end).", &["reason"])?,
             event_to_verdict: histogram(

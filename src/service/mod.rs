@@ -6,6 +6,7 @@ pub mod admin;
 pub mod committer;
 pub mod dlq;
 pub mod embedded;
+pub mod judged;
 pub mod kafka;
 pub mod metrics;
 pub mod partition;
@@ -133,7 +134,9 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
     while !stop.load(Ordering::Acquire) {
         // Wake up when the open batch is due, so an idle partition's last verdicts commit
         // on time, not one long poll later.
-        let wait = consumer.context().lock().until_due();
+        // While judged-through markers are owed, the queue is only looked at: an empty one
+        // means the burst is over, and they are written at once.
+        let wait = consumer.context().lock().poll_wait();
         let msg = consumer.poll(wait);
         let mut w = consumer.context().lock();
         if let Err(e) = w.poll_commit() {
@@ -167,6 +170,7 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
             }
             continue;
         }
+        let idle = msg.is_none();
         match msg {
             Some(Ok(m)) => {
                 if let Err(e) = w.process(consumer, &m) {
@@ -181,6 +185,13 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
                 tracing::warn!(error = %e, "consumer error")
             }
             None => w.tick(),
+        }
+        if idle || w.markers_overdue() {
+            if let Err(e) = w.write_markers() {
+                tracing::error!(error = %e, "writing markers failed; rewinding to the last commit");
+                w.fail_batch();
+                continue;
+            }
         }
         if w.due() {
             if let Err(e) = w.commit_pipelined(consumer) {

@@ -5,6 +5,7 @@
 //! serialized ahead, at the commits where few changed, so that a checkpoint mostly sends
 //! what is ready rather than stalling its thread on serializing everything at once.
 
+use super::judged::Judged;
 use super::state::{Checkpoint, CLOCK_KEY};
 use super::txn::GuardProducer;
 use crate::engine::{Engine, EngineStats};
@@ -27,6 +28,8 @@ pub struct Part {
     ready_bytes: usize,
     events_since_checkpoint: usize,
     last_checkpoint: Instant,
+    /// How far this partition's events are judged and marked (judged-through markers).
+    pub judged: Judged,
 }
 
 /// When checkpoints are due: whichever limit is reached first; `max_ms == 0` means at
@@ -73,6 +76,7 @@ impl Part {
             ready_bytes: 0,
             events_since_checkpoint: replayed,
             last_checkpoint: Instant::now(),
+            judged: Judged::default(),
         }
     }
 

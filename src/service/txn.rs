@@ -415,7 +415,22 @@ pub fn send(
     payload: Option<&[u8]>,
     headers: Option<OwnedHeaders>,
 ) -> Result<(), KafkaError> {
-    let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
+    send_record(producer, topic, partition, Some(key), payload, headers)
+}
+
+/// As `send`, the key optional: a judged-through marker has none.
+pub fn send_record(
+    producer: &GuardProducer,
+    topic: &str,
+    partition: i32,
+    key: Option<&[u8]>,
+    payload: Option<&[u8]>,
+    headers: Option<OwnedHeaders>,
+) -> Result<(), KafkaError> {
+    let mut record = BaseRecord::<[u8], [u8]>::to(topic);
+    if let Some(k) = key {
+        record = record.key(k);
+    }
     if partition >= 0 {
         record = record.partition(partition);
     }

@@ -3,6 +3,7 @@
 //! `commit.rs`; the rebalance callbacks that drive it all are in `rebalance.rs`.
 
 mod commit;
+mod markers;
 mod restore;
 mod rewind;
 
@@ -206,12 +207,14 @@ impl Worker {
                 self.verdicts = verdicts;
             }
         }
-        if let Some(part) = self.parts.get_mut(&partition) {
-            part.processed(msg.offset());
-        }
         if !judged {
             // Dead letters and given-up records did not read the clock above.
             self.now = Instant::now();
+        }
+        if let Some(part) = self.parts.get_mut(&partition) {
+            part.processed(msg.offset());
+            // Judged, whatever became of it: its marker says so (docs/contract.md).
+            part.judged.judged(msg.offset(), self.now);
         }
         self.batch_events += 1;
         Ok(())

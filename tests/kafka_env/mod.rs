@@ -4,6 +4,9 @@
 #![allow(dead_code)]
 
 mod guard;
+mod markers;
+
+pub use markers::is_marker;
 
 use loopguard::engine::event::Event;
 use loopguard::engine::policy::PolicySet;
@@ -341,6 +344,7 @@ impl Env {
     pub fn verdicts(&self) -> Vec<(i32, Verdict)> {
         self.read_all(&self.topic("verdicts"))
             .into_iter()
+            .filter(|(_, k, _, h)| !is_marker(k, h))
             .filter_map(|(p, _, v, _)| Some((p, serde_json::from_slice(&v?).unwrap())))
             .collect()
     }
@@ -350,6 +354,10 @@ impl Env {
     /// many records the raw stream had.
     pub fn verdicts_uncommitted_deduplicated(&self) -> (Vec<(i32, Verdict)>, usize) {
         let raw = self.read_all_at(&self.topic("verdicts"), "read_uncommitted");
+        let raw: Vec<_> = raw
+            .into_iter()
+            .filter(|(_, k, _, h)| !is_marker(k, h))
+            .collect();
         let total = raw.len();
         let mut seen = BTreeSet::new();
         let kept = raw

@@ -56,6 +56,61 @@ def test_looping_agent_is_blocked_on_the_third_identical_call(guard: Guard) -> N
     assert guard.stats().background_errors == 0
 
 
+def healthy_calls(s, n: int, deadline: float) -> list:
+    """`n` distinct reads, each timed: what a healthy call costs the agent (seconds)."""
+    costs = []
+    for i in range(n):
+        started = time.monotonic()
+        v = s.tool_call("read_file", {"path": f"src/module_{i}.py"}, deadline=deadline)
+        costs.append(time.monotonic() - started)
+        assert v is None, v
+        s.tool_result("read_file", "ok")
+        s.turn_end()
+    return costs
+
+
+@pytest.mark.parametrize("uncommitted", [False, True], ids=["read_committed", "read_uncommitted"])
+def test_a_healthy_call_returns_no_verdict_as_soon_as_a_marker_covers_it(guard_process: GuardProcess, uncommitted: bool) -> None:
+    """The judged-through marker answers "no verdict" long before the deadline; the
+    deadline is never reached while the guard runs."""
+    g = Guard(
+        guard_process.bootstrap,
+        events_topic=guard_process.events_topic,
+        verdicts_topic=guard_process.verdicts_topic,
+        read_uncommitted=uncommitted,
+    )
+    try:
+        s = g.session(sid("healthy"))
+        s.user_message("Read the modules.")
+        healthy_calls(s, 2, WAIT)  # warm: the first call on a partition assigns it
+        costs = sorted(healthy_calls(s, 10, WAIT))
+        stats = g.stats()
+        assert stats.tool_call_deadlines == 0, stats
+        assert stats.tool_calls_no_verdict == 12, stats
+        # Far below the deadline; the guard commits every 20 ms in these tests.
+        assert costs[len(costs) // 2] < 1.0, costs
+        assert max(costs) < WAIT / 2, costs
+    finally:
+        g.close()
+
+
+def test_markers_never_answer_no_verdict_for_a_call_that_gets_one(guard: Guard) -> None:
+    """Loops in several sessions at once, every call with a long deadline: each first and
+    second call returns None (judged, no verdict), each third is blocked, never None."""
+    sessions = [guard.session(sid(f"many-{i}")) for i in range(6)]
+    for s in sessions:
+        s.user_message("The build is broken, fix it.")
+    for n in (1, 2, 3):
+        for s in sessions:
+            v = loop_round(s, n, deadline=WAIT)
+            if n < 3:
+                assert v is None, v
+            else:
+                assert v is not None and v.action is Action.BLOCK, (s.session_id, guard.stats())
+    stats = guard.stats()
+    assert stats.tool_call_deadlines == 0 and stats.tool_calls_no_verdict == 12, stats
+
+
 def test_read_uncommitted_is_an_option_and_sees_the_verdict_before_its_commit(guard_process: GuardProcess) -> None:
     g = Guard(
         guard_process.bootstrap,

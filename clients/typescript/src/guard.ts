@@ -33,7 +33,9 @@ export interface GuardOptions {
   tenant?: string;
   agent?: string;
   model?: string;
-  /** How long `toolCall` waits for a verdict on the call before letting it run. */
+  /** The longest `toolCall` waits for the guard's answer (a verdict, or a judged-through
+   * marker saying there is none) before letting the call run: it only matters when the
+   * guard is down or far behind. */
   toolCallDeadlineMs?: number;
   /** false (default): only verdicts of committed transactions (the guard's exactly-once). */
   readUncommitted?: boolean;
@@ -48,13 +50,27 @@ export interface GuardOptions {
 type Resolved = Required<Pick<GuardOptions, "eventsTopic" | "verdictsTopic" | "toolCallDeadlineMs" | "readUncommitted" | "dedupeCapacity">> &
   GuardOptions;
 
+/** Where an event landed: its partition and offset (from the producer's acknowledgement). */
+export interface Landed {
+  partition: number;
+  offset: bigint;
+}
+
 interface Queued {
   value: string;
-  done: (partition: number | null) => void;
+  done: (landed: Landed | null) => void;
 }
+
+/** The header and kind of a judged-through marker (docs/contract.md). */
+const MARKER_HEADER = "loopguard-kind";
+const MARKER_KIND = "judged";
 
 export class Guard {
   private readonly waiters = new Map<string, Set<(v: Verdict) => void>>();
+  /** Judged-through markers: the highest `through_offset` seen per partition, and the
+   * acknowledged tool calls still waiting, per partition by offset. */
+  private readonly judged = new Map<number, bigint>();
+  private readonly awaiting = new Map<number, Map<bigint, () => void>>();
   private readonly sessions = new Map<string, SessionCore>();
   private readonly seen = new Set<string>();
   private readonly counts: Stats = emptyStats();
@@ -73,7 +89,7 @@ export class Guard {
     const o: Resolved = {
       eventsTopic: "agent-events",
       verdictsTopic: "agent-verdicts",
-      toolCallDeadlineMs: 300,
+      toolCallDeadlineMs: 1000,
       readUncommitted: false,
       dedupeCapacity: 100_000,
       ...options,
@@ -163,7 +179,9 @@ export class Guard {
       });
       this.counts.eventsSent += batch.length;
       this.reader.want(meta.partition);
-      for (const q of batch) q.done(meta.partition);
+      // One session's batch goes to one partition, its records at consecutive offsets.
+      const base = BigInt(meta.baseOffset ?? "-1");
+      batch.forEach((q, i) => q.done({ partition: meta.partition, offset: base + BigInt(i) }));
     } catch (e) {
       this.counts.eventsFailed += batch.length;
       this.report("publish", e);
@@ -181,6 +199,46 @@ export class Guard {
     const set = this.waiters.get(eventId);
     set?.delete(w);
     if (set?.size === 0) this.waiters.delete(eventId);
+  }
+
+  /** Calls `judged` once a marker covers the event at `landed` (at once when one already
+   * has); returns a function that stops waiting. */
+  awaitMarker(landed: Landed, judged: () => void): () => void {
+    const { partition, offset } = landed;
+    if (offset < 0n) return () => undefined;
+    if ((this.judged.get(partition) ?? -1n) > offset) {
+      judged();
+      return () => undefined;
+    }
+    let waiting = this.awaiting.get(partition);
+    if (waiting === undefined) this.awaiting.set(partition, (waiting = new Map()));
+    waiting.set(offset, judged);
+    return () => {
+      if (waiting.get(offset) === judged) waiting.delete(offset);
+    };
+  }
+
+  /** A judged-through marker: every call of this process below it on its partition, still
+   * waiting, got no verdict (a verdict would have been read before it). */
+  private onMarker(partition: number, value: Buffer | null): void {
+    let through: bigint;
+    try {
+      through = BigInt(JSON.parse(value?.toString() ?? "null").through_offset);
+    } catch (e) {
+      this.counts.markersInvalid += 1;
+      this.report("marker decoding", e);
+      return;
+    }
+    this.counts.markersSeen += 1;
+    if (through <= (this.judged.get(partition) ?? -1n)) return;
+    this.judged.set(partition, through);
+    const waiting = this.awaiting.get(partition);
+    if (waiting === undefined) return;
+    for (const [offset, judged] of waiting)
+      if (offset < through) {
+        waiting.delete(offset);
+        judged();
+      }
   }
 
   forget(sessionId: string): void {
@@ -203,6 +261,10 @@ export class Guard {
   }
 
   private onRecord({ partition, message }: EachMessagePayload): void {
+    if (message.key === null && message.headers?.[MARKER_HEADER]?.toString() === MARKER_KIND) {
+      this.onMarker(partition, message.value);
+      return;
+    }
     const core = message.key ? this.sessions.get(message.key.toString()) : undefined;
     if (core === undefined) {
       this.counts.verdictsOtherSessions += 1; // another process's session on this partition
@@ -291,10 +353,10 @@ class SessionCore {
     return callId;
   }
 
-  /** Validates (throwing `ValidationError`) and queues one event; resolves with its
-   * partition once acknowledged (null if it could not be sent). Events of a session go out
-   * in order, those queued during a send together in the next one. */
-  publish(event: Record<string, unknown>): Promise<number | null> {
+  /** Validates (throwing `ValidationError`) and queues one event; resolves with where it
+   * landed once acknowledged (null if it could not be sent). Events of a session go out in
+   * order, those queued during a send together in the next one. */
+  publish(event: Record<string, unknown>): Promise<Landed | null> {
     const value = checkEvent(event);
     return new Promise((done) => {
       this.queue.push({ value, done });
@@ -355,9 +417,11 @@ export class Session {
     await this.core.publish(this.core.event("user_message", { text, limits }));
   }
 
-  /** Publishes the call and waits up to `deadlineMs` (default: the guard's
-   * `toolCallDeadlineMs`) for a verdict on it. null: none in time, run the tool. A `block`
-   * or `abort` verdict: do not run it (see docs/integration.md). */
+  /** Publishes the call and waits for the guard's answer on it: a verdict, or null as soon
+   * as a judged-through marker says the guard judged the call without one; at most
+   * `deadlineMs` (default: the guard's `toolCallDeadlineMs`), then null (the guard is down
+   * or far behind: fail-open, counted). null: run the tool. A `block` or `abort` verdict:
+   * do not run it (see docs/integration.md). */
   async toolCall(tool: string, args: unknown, opts: { callId?: string; turnId?: string; deadlineMs?: number } = {}): Promise<Verdict | null> {
     const started = Date.now();
     const wait = opts.deadlineMs ?? this.core.guard.options.toolCallDeadlineMs;
@@ -380,15 +444,27 @@ export class Session {
           r(null);
         }, Math.max(0, started + wait - Date.now()))),
     );
-    // The verdict can be read before this producer has its acknowledgement: wait for
-    // whichever comes first, and stop at once (fail open) if the event could not be sent.
-    const unsent = sent.then((p) => (p === null ? null : new Promise<never>(() => undefined)));
+    // The verdict (or the marker) can be read before this producer has its
+    // acknowledgement: wait for whichever comes first, and stop at once (fail open) if the
+    // event could not be sent.
+    let judged = false;
+    let stopAwaiting: () => void = () => undefined;
+    const unsent = sent.then((landed) => {
+      if (landed === null) return null;
+      stopAwaiting = this.core.guard.awaitMarker(landed, () => {
+        judged = true;
+        resolveVerdict(null);
+      });
+      return new Promise<never>(() => undefined);
+    });
     try {
       const got = await Promise.race([verdict, timeout, unsent]);
-      if (got === null && timedOut) this.core.guard.count("toolCallDeadlines");
+      if (got === null && judged) this.core.guard.count("toolCallsNoVerdict");
+      else if (got === null && timedOut) this.core.guard.count("toolCallDeadlines");
       return got;
     } finally {
       clearTimeout(timer);
+      stopAwaiting();
       this.core.guard.dropWaiter(eventId, waiter);
     }
   }

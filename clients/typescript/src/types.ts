@@ -157,6 +157,10 @@ export interface Stats {
   callbackErrors: number;
   backgroundErrors: number;
   toolCallDeadlines: number;
+  /** Tool calls answered "no verdict" by a judged-through marker, before their deadline. */
+  toolCallsNoVerdict: number;
+  markersSeen: number;
+  markersInvalid: number;
   readerRestarts: number;
 }
 
@@ -171,6 +175,9 @@ export function emptyStats(): Stats {
     callbackErrors: 0,
     backgroundErrors: 0,
     toolCallDeadlines: 0,
+    toolCallsNoVerdict: 0,
+    markersSeen: 0,
+    markersInvalid: 0,
     readerRestarts: 0,
   };
 }

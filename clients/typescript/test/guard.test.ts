@@ -58,6 +58,58 @@ test("a looping agent is blocked on the third identical call", async () => {
   }
 });
 
+/** `n` distinct reads, each timed: what a healthy call costs the agent (ms). */
+async function healthyCalls(s: Session, n: number, deadlineMs: number): Promise<number[]> {
+  const costs: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const started = performance.now();
+    const v = await s.toolCall("read_file", { path: `src/module_${i}.ts` }, { deadlineMs });
+    costs.push(performance.now() - started);
+    assert.equal(v, null);
+    await s.toolResult("read_file");
+    await s.turnEnd();
+  }
+  return costs;
+}
+
+for (const readUncommitted of [false, true]) {
+  test(`a healthy call returns null as soon as a marker covers it (${readUncommitted ? "read_uncommitted" : "read_committed"})`, async () => {
+    const guard = await connect({ readUncommitted });
+    try {
+      const s = guard.session(sid("healthy"));
+      await s.userMessage("Read the modules.");
+      await healthyCalls(s, 2, WAIT); // warm: the first call on a partition resumes it
+      const costs = (await healthyCalls(s, 10, WAIT)).sort((a, b) => a - b);
+      const stats = guard.stats();
+      assert.equal(stats.toolCallDeadlines, 0, JSON.stringify(stats));
+      assert.equal(stats.toolCallsNoVerdict, 12, JSON.stringify(stats));
+      // Far below the deadline; the guard commits every 20 ms in these tests.
+      assert.ok(costs[5] < 1000 && costs[9] < WAIT / 2, `costs ${costs.map((c) => c.toFixed(1))}`);
+    } finally {
+      await guard.close();
+    }
+  });
+}
+
+test("markers never answer null for a call that gets a verdict", async () => {
+  const guard = await connect();
+  try {
+    const sessions = Array.from({ length: 6 }, (_, i) => guard.session(sid(`many-${i}`)));
+    for (const s of sessions) await s.userMessage("The build is broken, fix it.");
+    for (const n of [1, 2, 3])
+      for (const s of sessions) {
+        const v = await loopRound(s, WAIT);
+        if (n < 3) assert.equal(v, null);
+        else assert.equal(v?.action, "block", `${s.sessionId}: ${JSON.stringify(guard.stats())}`);
+      }
+    const stats = guard.stats();
+    assert.equal(stats.toolCallDeadlines, 0, JSON.stringify(stats));
+    assert.equal(stats.toolCallsNoVerdict, 12, JSON.stringify(stats));
+  } finally {
+    await guard.close();
+  }
+});
+
 test("streamed reasoning is steered before the turn ends (async iterator)", async () => {
   const guard = await connect();
   try {

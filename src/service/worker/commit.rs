@@ -222,6 +222,8 @@ impl Worker {
                 self.shared.sessions.remove(&id);
             }
         }
+        // Every event of the batch is covered by a marker in its own transaction.
+        self.write_markers()?;
         let checkpointed = self.checkpointed_now(force_checkpoint);
         for (&p, part) in self.parts.iter_mut() {
             if checkpointed.contains(&p) {

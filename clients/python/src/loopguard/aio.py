@@ -87,13 +87,13 @@ class AsyncSession:
         wait = core.guard.config.tool_call_deadline if deadline is None else deadline
         until = time.monotonic() + wait
         loop = asyncio.get_running_loop()
-        fut: "asyncio.Future[Verdict]" = loop.create_future()
+        fut: "asyncio.Future[Optional[Verdict]]" = loop.create_future()
 
-        def settle(v: Verdict) -> None:
+        def settle(v: Optional[Verdict]) -> None:
             if not fut.done():
                 fut.set_result(v)
 
-        def resolve(v: Verdict) -> None:  # on the reader thread
+        def resolve(v: Optional[Verdict]) -> None:  # on the reader or deliveries thread
             loop.call_soon_threadsafe(settle, v)
 
         waiter = _Waiter(resolve)
@@ -104,9 +104,9 @@ class AsyncSession:
         try:
             return await asyncio.wait_for(asyncio.shield(fut), max(0.0, until - time.monotonic()))
         except asyncio.TimeoutError:
-            core.guard._drop_waiter(event["event_id"], waiter)
-            core.guard._count("tool_call_deadlines")
-            return None
+            if core.guard._expire(waiter):
+                return None
+            return await fut  # settled just now, by a verdict or a marker
 
     async def tool_result(
         self,

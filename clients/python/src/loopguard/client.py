@@ -42,8 +42,10 @@ class GuardConfig:
     tenant: Optional[str] = None
     agent: Optional[str] = None
     model: Optional[str] = None
-    # How long `tool_call` waits for a verdict on the call before letting it run (seconds).
-    tool_call_deadline: float = 0.3
+    # The longest `tool_call` waits for the guard's answer (a verdict, or a judged-through
+    # marker saying there is none) before letting the call run (seconds): it only matters
+    # when the guard is down or far behind.
+    tool_call_deadline: float = 1.0
     # False: only verdicts of committed transactions (the guard's exactly-once mode), seen
     # when the guard's batch commits (~100 ms). True: the low-latency path, verdicts as soon
     # as the guard writes them, each still delivered once (de-duplicated on verdict_id).
@@ -58,12 +60,27 @@ class GuardConfig:
 
 
 class _Waiter:
-    """One pending `tool_call`: resolved by the first verdict on its event."""
+    """One pending `tool_call`: settled once, by the first verdict on its event, or with
+    None by the first judged-through marker past its event's offset."""
 
-    __slots__ = ("resolve",)
+    __slots__ = ("resolve", "event_id", "partition", "offset", "settled")
 
-    def __init__(self, resolve: Callable[[Verdict], None]):
+    def __init__(self, resolve: Callable[[Optional[Verdict]], None]):
         self.resolve = resolve
+        self.event_id: Optional[str] = None
+        # Where the event landed (its delivery report), once known.
+        self.partition: Optional[int] = None
+        self.offset: Optional[int] = None
+        self.settled = False
+
+    def settle(self, verdict: Optional[Verdict]) -> None:
+        """Called under the guard's lock only to mark; `resolve` runs outside it."""
+        self.resolve(verdict)
+
+
+# The header and value kind of a judged-through marker (docs/contract.md).
+MARKER_HEADER = "loopguard-kind"
+MARKER_KIND = b"judged"
 
 
 class Guard:
@@ -76,6 +93,10 @@ class Guard:
         self._counts: Dict[str, int] = collections.Counter()
         self._sessions: Dict[str, "SessionCore"] = {}
         self._waiters: Dict[str, List[_Waiter]] = {}
+        # Judged-through markers: the highest `through_offset` seen per partition, and the
+        # delivered tool calls still waiting, per partition by offset.
+        self._judged: Dict[int, int] = {}
+        self._awaiting: Dict[int, Dict[int, _Waiter]] = collections.defaultdict(dict)
         self._seen: "collections.OrderedDict[str, None]" = collections.OrderedDict()
         # librdkafka's own log lines (connection losses, retries) go to the "loopguard"
         # logger instead of the process's stderr.
@@ -99,9 +120,11 @@ class Guard:
                 "enable.auto.commit": "false",
                 "enable.auto.offset.store": "false",
                 "isolation.level": "read_uncommitted" if cfg.read_uncommitted else "read_committed",
-                # A read_committed fetch wakes on new data, not on the commit marker that makes
-                # it visible: a short wait keeps a committed verdict from sitting unseen.
-                "fetch.wait.max.ms": "10",
+                # A long poll: the broker answers a fetch as soon as a record (or, for
+                # read_committed, the commit that makes one visible) arrives, else after this
+                # wait; an idle reader costs the broker 2 requests/s instead of ~100
+                # (docs/benchmarks.md, "Judged-through markers").
+                "fetch.wait.max.ms": "500",
                 # librdkafka waits this long (500 ms by default) before fetching a partition
                 # again after a fetch error; a verdict must not wait for that.
                 "fetch.error.backoff.ms": "10",
@@ -186,13 +209,14 @@ class Guard:
         it at once (reported, counted): the agent goes on unguarded rather than failing."""
         payload = check_event(event)
         sid, eid = event["session_id"], event["event_id"]
+        on_delivery: Callable[[Any, Message], None] = self._delivered
         if waiter is not None:
+            waiter.event_id = eid
             with self._lock:
                 self._waiters.setdefault(eid, []).append(waiter)
+            on_delivery = lambda err, msg: self._delivered(err, msg, waiter)  # noqa: E731
         try:
-            self._producer.produce(
-                self.config.events_topic, key=sid.encode(), value=payload, on_delivery=self._delivered
-            )
+            self._producer.produce(self.config.events_topic, key=sid.encode(), value=payload, on_delivery=on_delivery)
             return True
         except (BufferError, KafkaException) as e:
             self._count("events_failed")
@@ -203,11 +227,37 @@ class Guard:
 
     def _drop_waiter(self, event_id: str, waiter: _Waiter) -> None:
         with self._lock:
-            ws = self._waiters.get(event_id)
-            if ws and waiter in ws:
-                ws.remove(waiter)
-                if not ws:
-                    del self._waiters[event_id]
+            self._unwait(event_id, waiter)
+
+    def _unwait(self, event_id: str, waiter: _Waiter) -> None:
+        """Forgets `waiter` everywhere (under the lock)."""
+        ws = self._waiters.get(event_id)
+        if ws and waiter in ws:
+            ws.remove(waiter)
+            if not ws:
+                del self._waiters[event_id]
+        if waiter.partition is not None and waiter.offset is not None:
+            waiting = self._awaiting.get(waiter.partition)
+            if waiting is not None and waiting.get(waiter.offset) is waiter:
+                del waiting[waiter.offset]
+
+    def _claim(self, waiter: _Waiter) -> bool:
+        """True for the first caller (under the lock): that one settles the waiter."""
+        if waiter.settled:
+            return False
+        waiter.settled = True
+        if waiter.event_id is not None:
+            self._unwait(waiter.event_id, waiter)
+        return True
+
+    def _expire(self, waiter: _Waiter) -> bool:
+        """The deadline passed: True when nothing settled the waiter first (fail-open,
+        counted); False when a verdict or marker just did."""
+        with self._lock:
+            if not self._claim(waiter):
+                return False
+            self._counts["tool_call_deadlines"] += 1
+        return True
 
     def _forget(self, session_id: str) -> None:
         with self._lock:
@@ -223,7 +273,7 @@ class Guard:
                 self._report("delivery reports", e)
                 self._stop.wait(0.1)
 
-    def _delivered(self, err: Any, msg: Message) -> None:
+    def _delivered(self, err: Any, msg: Message, waiter: Optional[_Waiter] = None) -> None:
         # Runs on the deliveries thread. It only records the partition: the reader thread
         # assigns it (never call the consumer from here).
         if err is not None:
@@ -234,9 +284,50 @@ class Guard:
         partition = msg.partition()
         if partition is not None:
             self._reader.want(partition)
+        offset = msg.offset()
+        if waiter is None or partition is None or offset is None or offset < 0:
+            return
+        with self._lock:
+            if waiter.settled:
+                return
+            waiter.partition, waiter.offset = partition, offset
+            # A marker already past the event (read before this report came): no verdict.
+            judged_now = self._judged.get(partition, -1) > offset and self._claim(waiter)
+            if judged_now:
+                self._counts["tool_calls_no_verdict"] += 1
+            else:
+                self._awaiting[partition][offset] = waiter
+        if judged_now:
+            waiter.settle(None)
+
+    def _on_marker(self, msg: Message) -> None:
+        """A judged-through marker: every tool call of this process below it on its
+        partition, still waiting, got no verdict (a verdict would have come before it)."""
+        try:
+            body = json.loads(msg.value() or b"null")
+            through = int(body["through_offset"])
+        except (ValueError, TypeError, KeyError) as e:
+            self._count("markers_invalid")
+            self._report("marker decoding", e)
+            return
+        partition = msg.partition() or 0
+        with self._lock:
+            self._counts["markers_seen"] += 1
+            if through <= self._judged.get(partition, -1):
+                return
+            self._judged[partition] = through
+            waiting = self._awaiting.get(partition)
+            done = [w for o, w in waiting.items() if o < through] if waiting else []
+            done = [w for w in done if self._claim(w)]
+            self._counts["tool_calls_no_verdict"] += len(done)
+        for w in done:
+            w.settle(None)
 
     def _on_record(self, msg: Message) -> None:
         key = msg.key()
+        if key is None and _is_marker(msg):
+            self._on_marker(msg)
+            return
         sid = key.decode(errors="replace") if key is not None else None
         with self._lock:
             core = self._sessions.get(sid) if sid is not None else None
@@ -259,9 +350,9 @@ class Guard:
             while len(self._seen) > self.config.dedupe_capacity:
                 self._seen.popitem(last=False)
             self._counts["verdicts_delivered"] += 1
-            waiters = self._waiters.pop(verdict.event_id, [])
+            waiters = [w for w in list(self._waiters.get(verdict.event_id, [])) if self._claim(w)]
         for w in waiters:
-            w.resolve(verdict)
+            w.settle(verdict)
         core._deliver(verdict)
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -279,6 +370,13 @@ class Guard:
             except Exception:
                 self._count("callback_errors")
                 log.exception("loopguard on_error callback failed")
+
+
+def _is_marker(msg: Message) -> bool:
+    for k, v in msg.headers() or ():
+        if k == MARKER_HEADER:
+            return v == MARKER_KIND
+    return False
 
 
 def _start_offsets(base: Dict[str, Any], cfg: GuardConfig) -> Dict[int, int]:
@@ -439,8 +537,10 @@ class Session:
         turn_id: Optional[str] = None,
         deadline: Optional[float] = None,
     ) -> Optional[Verdict]:
-        """Publishes the call and waits up to `deadline` seconds (default: the guard's
-        `tool_call_deadline`) for a verdict on it. None: no verdict in time, run the tool.
+        """Publishes the call and waits for the guard's answer on it: a verdict, or None as
+        soon as a judged-through marker says the guard judged the call without one; at most
+        `deadline` seconds (default: the guard's `tool_call_deadline`), then None (the guard
+        is down or far behind: fail-open, counted). None: run the tool.
         A `block` or `abort` verdict: do not run it (see docs/integration.md)."""
         core = self._core
         wait = core.guard.config.tool_call_deadline if deadline is None else deadline
@@ -448,9 +548,9 @@ class Session:
         cid = core.open_call(tool, call_id)
         event = core.event("tool_call", {"turn_id": core.turn_id(turn_id), "call_id": cid, "tool": tool, "args": args})
         done = threading.Event()
-        box: List[Verdict] = []
+        box: List[Optional[Verdict]] = []
 
-        def resolve(v: Verdict) -> None:
+        def resolve(v: Optional[Verdict]) -> None:
             box.append(v)
             done.set()
 
@@ -458,9 +558,9 @@ class Session:
         if not core.guard._publish(event, waiter):
             return None
         if not done.wait(max(0.0, until - time.monotonic())):
-            core.guard._drop_waiter(event["event_id"], waiter)
-            core.guard._count("tool_call_deadlines")
-            return box[0] if box else None
+            if core.guard._expire(waiter):
+                return None
+            done.wait()  # settled just now, by a verdict or a marker
         return box[0]
 
     def tool_result(

@@ -210,4 +210,8 @@ class Stats:
     callback_errors: int = 0
     background_errors: int = 0
     tool_call_deadlines: int = 0
+    # Tool calls answered "no verdict" by a judged-through marker, before their deadline.
+    tool_calls_no_verdict: int = 0
+    markers_seen: int = 0
+    markers_invalid: int = 0
     reader_restarts: int = 0
