@@ -20,8 +20,9 @@ mkdir -p build
 
 # Both ends of the supported range (pyproject.toml): 2.16 is the release whose delivery
 # callback hangs a consumer call made from it, the pattern this client avoids. The doc
-# test (every block of docs/integration.md), mypy, the LangChain adapter's test and the broker
-# restart (a private broker of its own) run once, with the newest.
+# test (every block of docs/integration.md), mypy, the LangChain adapter's test, the broker
+# restart (a private broker of its own) and both clients against `loopguard demo`'s
+# embedded broker (tests/test_demo.py) run once, with the newest.
 for ck in 2.16.1 2.15.1; do
   venv="build/pyclient-$ck"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -29,7 +30,7 @@ for ck in 2.16.1 2.15.1; do
   "$venv/bin/pip" install -q --disable-pip-version-check "confluent-kafka==$ck" "./clients/python[$extras]"
   echo "-- python client, confluent-kafka $ck"
   only_once=(); [ "$ck" = 2.16.1 ] || only_once=(--ignore=tests/test_integration_doc.py --ignore=tests/test_langchain.py \
-    --ignore=tests/test_broker_restart.py)
+    --ignore=tests/test_broker_restart.py --ignore=tests/test_demo.py)
   [ "$ck" != 2.16.1 ] || (cd clients/python && "../../$venv/bin/mypy" --strict --no-error-summary src/loopguard)
   (cd clients/python && LOOPGUARD_LATENCY_OUT="$PWD/../../build/client-latency-python-$ck.json" \
     "../../$venv/bin/python" -m pytest -q -p no:cacheprovider "${only_once[@]}")

@@ -51,6 +51,15 @@ pub fn publish(
     Ok(sent)
 }
 
+/// What the demo says first: where its broker is, and a client to try against it.
+fn try_a_client(bootstrap: &str) -> String {
+    format!(
+        "loopguard demo: embedded Kafka-protocol broker at {bootstrap} (in memory, not durable)\n\
+         try a client against it (docs/integration.md), e.g. Python: Guard(\"{bootstrap}\", agent=\"me\")\n\
+         or TypeScript: await Guard.connect({{ brokers: [\"{bootstrap}\"], agent: \"me\" }})\n"
+    )
+}
+
 fn print_verdict(v: &Verdict) {
     let colour = match v.action.as_str() {
         "warn" => "33",
@@ -76,6 +85,9 @@ pub async fn run(
     let _embedded = if cfg.kafka.bootstrap_servers.is_empty() {
         let k = EmbeddedKafka::start(&cfg)?;
         cfg.kafka.bootstrap_servers = k.bootstrap_servers();
+        if !opts.fleet_only {
+            print!("{}", try_a_client(&cfg.kafka.bootstrap_servers));
+        }
         Some(k)
     } else {
         service::kafka::ensure_topics(&cfg, Some(cfg.kafka.embedded_partitions.get())).await?;
@@ -116,10 +128,8 @@ pub async fn run(
     let metrics = Metrics::new(registry, &cfg.metrics)?;
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
     let listener = service::admin::bind(cfg.admin.listen).await?;
-    println!(
-        "loopguard demo: metrics on http://{}/metrics",
-        cfg.admin.listen
-    );
+    let admin = listener.local_addr()?;
+    println!("loopguard demo: metrics on http://{admin}/metrics");
     let app = service::admin::router(shared.clone());
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
@@ -180,9 +190,19 @@ pub async fn run(
     guard
         .join()
         .map_err(|_| anyhow::anyhow!("guard panicked"))??;
-    println!(
-        "{seen} verdicts shown. Metrics were at http://{}/metrics",
-        cfg.admin.listen
-    );
+    println!("{seen} verdicts shown. Metrics were at http://{admin}/metrics");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_hint_names_the_address_for_both_clients() {
+        assert_eq!(
+            super::try_a_client("127.0.0.1:9192"),
+            "loopguard demo: embedded Kafka-protocol broker at 127.0.0.1:9192 (in memory, not durable)\n\
+             try a client against it (docs/integration.md), e.g. Python: Guard(\"127.0.0.1:9192\", agent=\"me\")\n\
+             or TypeScript: await Guard.connect({ brokers: [\"127.0.0.1:9192\"], agent: \"me\" })\n"
+        );
+    }
 }

@@ -62,6 +62,10 @@ enum Command {
         /// Use this broker instead of the embedded one.
         #[arg(long)]
         bootstrap_servers: Option<String>,
+        /// Where the embedded broker takes connections (`kafka.embedded_listen`,
+        /// 127.0.0.1:9192; port 0: any free one).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
         /// Sessions in the fleet.
         #[arg(long, default_value_t = 18)]
         sessions: usize,
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
             config,
             fleet_only,
             bootstrap_servers,
+            listen,
             sessions,
             duration,
         } => {
@@ -136,6 +141,9 @@ fn main() -> ExitCode {
             };
             if let Some(b) = bootstrap_servers {
                 cfg.kafka.bootstrap_servers = b;
+            }
+            if let Some(a) = listen {
+                cfg.kafka.embedded_listen = a;
             }
             telemetry();
             let opts = loopguard::demo::DemoOptions {

@@ -80,6 +80,7 @@ fn a_taken_admin_address_is_named_with_its_setting() {
         &["serve"],
         &[
             ("LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS", ""),
+            ("LOOPGUARD__KAFKA__EMBEDDED_LISTEN", "127.0.0.1:0"),
             ("LOOPGUARD__ADMIN__LISTEN", addr.as_str()),
         ],
     );
@@ -88,6 +89,20 @@ fn a_taken_admin_address_is_named_with_its_setting() {
         stderr(&o),
         format!(
             "loopguard: cannot listen on {addr} (admin.listen): Address already in use (os error 98)\n"
+        )
+    );
+}
+
+#[test]
+fn a_taken_embedded_broker_address_is_named_with_its_setting() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = loopguard(&["demo", "--listen", &addr], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "loopguard: cannot listen on {addr} (kafka.embedded_listen): Address already in use (os error 98)\n"
         )
     );
 }

@@ -48,6 +48,8 @@ pub struct KafkaConfig {
     pub queue_max_messages: NonZeroUsize,
     pub queue_max_kbytes: NonZeroUsize,
     pub embedded_partitions: NonZeroUsize,
+    /// Where the embedded broker listens (its front door; `service::embedded`).
+    pub embedded_listen: SocketAddr,
     /// Stream threads, each its own consumer in the group and its own transactional
     /// producer; 0: the cores available to the process (`Config::stream_threads`).
     pub threads: usize,

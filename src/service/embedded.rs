@@ -1,17 +1,42 @@
 //! The embedded default: an in-process Kafka-protocol broker (librdkafka's mock cluster)
-//! with the guard's topics, for demos and quick checks. Never a production broker.
+//! with the guard's topics, behind a front door at a fixed address (`kafka.embedded_listen`)
+//! so clients have an address to be given. For demos and quick checks; never a production
+//! broker.
+
+mod front;
+mod rewrite;
 
 use crate::config::Config;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// librdkafka numbers a mock cluster's brokers from 1; the embedded cluster has one.
+const BROKER_ID: i32 = 1;
+
+#[derive(Debug, Error)]
+pub enum EmbeddedError {
+    #[error("cannot start the embedded broker: {0}")]
+    Mock(String),
+    #[error("cannot listen on {addr} (kafka.embedded_listen): {why}")]
+    Listen {
+        addr: SocketAddr,
+        why: std::io::Error,
+    },
+}
 
 pub struct EmbeddedKafka {
-    cluster: MockCluster<'static, DefaultProducerContext>,
+    // Dropped first: no new connection reaches a cluster being torn down.
+    front: front::Front,
+    _cluster: MockCluster<'static, DefaultProducerContext>,
 }
 
 impl EmbeddedKafka {
-    pub fn start(cfg: &Config) -> anyhow::Result<EmbeddedKafka> {
-        let cluster = MockCluster::new(1)?;
+    /// Starts the mock cluster and its front door; inside a Tokio runtime.
+    pub fn start(cfg: &Config) -> Result<EmbeddedKafka, EmbeddedError> {
+        let mock = |e: &dyn std::fmt::Display| EmbeddedError::Mock(e.to_string());
+        let cluster = MockCluster::new(1).map_err(|e| mock(&e))?;
         let k = &cfg.kafka;
         let partitions = k.embedded_partitions.get() as i32;
         for topic in [
@@ -20,17 +45,27 @@ impl EmbeddedKafka {
             &k.dlq_topic,
             &k.state_topic,
         ] {
-            cluster.create_topic(topic, partitions, 1)?;
+            cluster
+                .create_topic(topic, partitions, 1)
+                .map_err(|e| mock(&e))?;
         }
+        let upstream: SocketAddr = cluster.bootstrap_servers().parse().map_err(|e| mock(&e))?;
+        let listen = k.embedded_listen;
+        let front = front::Front::start(listen, upstream, BROKER_ID)
+            .map_err(|why| EmbeddedError::Listen { addr: listen, why })?;
         tracing::warn!(
-            bootstrap = %cluster.bootstrap_servers(),
+            bootstrap = %front.addr(),
             "NO KAFKA CONFIGURED: running an EMBEDDED in-process mock broker. Data is not durable; \
              set kafka.bootstrap_servers (or LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS) for real use."
         );
-        Ok(EmbeddedKafka { cluster })
+        Ok(EmbeddedKafka {
+            front,
+            _cluster: cluster,
+        })
     }
 
+    /// The front door's address, the only one clients are given.
     pub fn bootstrap_servers(&self) -> String {
-        self.cluster.bootstrap_servers()
+        self.front.addr().to_string()
     }
 }

@@ -2,8 +2,8 @@
 real `loopguard serve`, as a reader would: the `sh` blocks (topics, installs) in a scratch
 project, the `python` blocks with the interpreter the install block installed into, the
 `ts` blocks with Node against the package the install block installed, the `json` blocks
-through the client's contract checks. A `text` block after a code block lists lines its
-output must contain.
+through the client's contract checks. A `text` block after a code block is its whole
+output, compared exactly.
 
 Only names change: `kafka:9092` becomes the test broker, the default topic names private
 ones (and the examples' `Guard(...)` get those topics passed in).
@@ -69,8 +69,7 @@ def test_every_code_block_of_the_integration_doc_runs(tmp_path: pathlib.Path) ->
             where = f"docs/integration.md block {n + 1} ({kind})"
             if kind == "text":
                 assert last_output is not None, f"{where}: output block without a code block before it"
-                for line in code.splitlines():
-                    assert line in last_output, f"{where}: {line!r} not in the output:\n{last_output}"
+                assert last_output == code, f"{where}: the output is not the block's:\n{last_output}"
                 last_output = None
                 continue
             last_output = None
