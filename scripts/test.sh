@@ -3,7 +3,8 @@
 # integration tests against a real Apache Kafka broker (started here unless
 # KAFKA_BOOTSTRAP_SERVERS is set), the deployment checks (promtool, helm), the client
 # libraries' suites against that broker (Python venvs and npm, installed by the script) and
-# the alert rules on a live Prometheus (Debian's package, installed if missing).
+# the alert rules on a live Prometheus (Debian's package, installed if missing); and that
+# `cargo install` gives a working `loopguard`.
 #
 #   scripts/test.sh
 set -euo pipefail
@@ -46,6 +47,18 @@ for d in yaml.safe_load_all(sys.stdin):
   target/debug/loopguard check-config "$out"
 done
 target/debug/loopguard check-config deploy/loopguard.toml
+
+echo "== cargo install, as the README says, into a scratch root; the installed binary runs"
+root=$(mktemp -d)
+# --debug, in the shared target dir: the debug build above is reused (seconds). The README's
+# release install (`cargo install --locked --path .`) takes ~9 minutes on 2 cores and checks
+# nothing more about installing: the same manifest, lock file and binary target.
+CARGO_TARGET_DIR=target cargo install --debug --locked --quiet --path . --root "$root"
+want="loopguard $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+got=$("$root/bin/loopguard" --version)
+[ "$got" = "$want" ] || { echo "installed loopguard --version: '$got', expected '$want'" >&2; exit 1; }
+echo "$got"
+rm -rf "$root"
 
 echo "== client libraries (Python, TypeScript) against the broker and a real loopguard serve"
 scripts/clients-test.sh
