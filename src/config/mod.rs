@@ -482,6 +482,26 @@ mod tests {
     }
 
     #[test]
+    fn a_wrong_typed_policy_value_names_its_key() {
+        let f = file(
+            "[policy.tool]\nwindow = \"x\"\n\
+             [[policy.overrides]]\ntenant = \"a\"\n\
+             [policy.overrides.set.budget]\nmax_tool_rounds = \"many\"\n",
+        );
+        let err = load_with_env(f.path().to_str(), std::iter::empty()).unwrap_err();
+        let ConfigError::Invalid(problems) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(
+            problems,
+            [
+                "policy.tool.window: invalid type: string \"x\", expected usize",
+                "policy.overrides[0].set.budget.max_tool_rounds: invalid type: string \"many\", expected usize",
+            ]
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         let f = file("[engine]\nsession_tll_secs = 5\n");
         assert!(load_with_env(f.path().to_str(), std::iter::empty()).is_err());

@@ -53,7 +53,7 @@ impl PolicySet {
                 Vec::new()
             }),
         };
-        let global = parse(&global_raw, "policy", &mut problems);
+        let global = parse(&global_raw, "policy", "policy", &mut problems);
         let mut resolved = BTreeMap::new();
         for (i, o) in overrides.iter().enumerate() {
             if o.tenant.is_none() && o.agent.is_none() {
@@ -63,7 +63,7 @@ impl PolicySet {
             }
             let merged = merge(global_raw.clone(), &o.set);
             let at = format!("policy.overrides[{i}]");
-            let p = parse(&merged, &at, &mut problems);
+            let p = parse(&merged, &at, &format!("{at}.set"), &mut problems);
             resolved.insert((o.tenant.clone(), o.agent.clone()), std::sync::Arc::new(p));
         }
         let mut set = PolicySet {
@@ -116,7 +116,7 @@ impl PolicySet {
                         tenant.unwrap_or("*"),
                         agent.unwrap_or("*")
                     );
-                    parse(&raw, &at, problems);
+                    parse(&raw, &at, &at, problems);
                 }
             }
         }
@@ -161,7 +161,7 @@ impl PolicySet {
         let (raw, touched) = self.layered(tenant, agent);
         let policy = if touched {
             let mut ignored = Vec::new();
-            std::sync::Arc::new(parse(&raw, "policy", &mut ignored))
+            std::sync::Arc::new(parse(&raw, "policy", "policy", &mut ignored))
         } else {
             self.global.clone()
         };
@@ -173,11 +173,16 @@ impl PolicySet {
     }
 }
 
-fn parse(raw: &Value, at: &str, problems: &mut Vec<String>) -> Policy {
-    match serde_json::from_value::<Policy>(raw.clone()) {
+/// A policy table; a wrong-typed value is reported with its key, under `keys` (`policy.tool.window:
+/// invalid type: ...`; an override's are under `policy.overrides[N].set`).
+fn parse(raw: &Value, at: &str, keys: &str, problems: &mut Vec<String>) -> Policy {
+    match serde_path_to_error::deserialize::<_, Policy>(raw.clone()) {
         Ok(p) => p.finish(problems, at),
         Err(e) => {
-            problems.push(format!("{at}: {e}"));
+            problems.push(match e.path().to_string().as_str() {
+                "." => format!("{at}: {}", e.inner()),
+                key => format!("{keys}.{key}: {}", e.inner()),
+            });
             Policy::default()
         }
     }
