@@ -69,3 +69,39 @@ impl EmbeddedKafka {
         self.front.addr().to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_learn_the_front_doors_address_not_the_mocks() {
+        let mut cfg = crate::config::load_with_env(None, std::iter::empty()).unwrap();
+        cfg.kafka.embedded_listen = "127.0.0.1:0".parse().unwrap();
+        let k = EmbeddedKafka::start(&cfg).unwrap();
+        let bootstrap = k.bootstrap_servers();
+        let brokers = tokio::task::spawn_blocking({
+            let bootstrap = bootstrap.clone();
+            move || {
+                let c: BaseConsumer = ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .create()
+                    .unwrap();
+                let md = c
+                    .fetch_metadata(Some("agent-events"), Duration::from_secs(10))
+                    .unwrap();
+                assert_eq!(md.topics()[0].partitions().len(), 4);
+                md.brokers()
+                    .iter()
+                    .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
+                    .collect::<Vec<_>>()
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(brokers, [(BROKER_ID, bootstrap)]);
+    }
+}

@@ -93,14 +93,9 @@ async fn relay(client: TcpStream, upstream: SocketAddr, adv: &Advertised) -> std
             // acks=0) is passed over.
             let api = {
                 let mut asked = asked.lock().expect("not poisoned");
-                let mut found = None;
-                while let Some((c, key, version)) = asked.pop_front() {
-                    if Some(c) == corr {
-                        found = Some((key, version));
-                        break;
-                    }
-                }
-                found
+                let at = asked.iter().position(|&(c, _, _)| Some(c) == corr);
+                at.and_then(|at| asked.drain(..=at).last())
+                    .map(|(_, key, version)| (key, version))
             };
             let out = api.and_then(|(key, version)| rewrite::rewrite(key, version, &frame, adv));
             write_frame(&mut client_tx, out.as_deref().unwrap_or(&frame)).await?;
