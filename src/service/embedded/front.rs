@@ -94,7 +94,7 @@ async fn relay(client: TcpStream, upstream: SocketAddr, adv: &Advertised) -> std
             let api = {
                 let mut asked = asked.lock().expect("not poisoned");
                 let at = asked.iter().position(|&(c, _, _)| Some(c) == corr);
-                at.and_then(|at| asked.drain(..=at).last())
+                at.and_then(|at| asked.drain(..=at).next_back())
                     .map(|(_, key, version)| (key, version))
             };
             let out = api.and_then(|(key, version)| rewrite::rewrite(key, version, &frame, adv));
