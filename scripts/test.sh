@@ -52,8 +52,9 @@ echo "== cargo install, as the README says, into a scratch root; the installed b
 root=$(mktemp -d)
 # --debug, in the shared target dir: the debug build above is reused (seconds). The README's
 # release install (`cargo install --locked --path .`) takes ~9 minutes on 2 cores and checks
-# nothing more about installing: the same manifest, lock file and binary target.
-CARGO_TARGET_DIR=target cargo install --debug --locked --quiet --path . --root "$root"
+# nothing more about installing: the same manifest, lock file and binary target. Offline:
+# `cargo test --locked` above fetched every crate, and the index needs no update.
+CARGO_TARGET_DIR=target cargo install --debug --locked --offline --quiet --path . --root "$root"
 want="loopguard $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
 got=$("$root/bin/loopguard" --version)
 [ "$got" = "$want" ] || { echo "installed loopguard --version: '$got', expected '$want'" >&2; exit 1; }
