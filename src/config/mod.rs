@@ -499,6 +499,23 @@ mod tests {
                 "policy.overrides[0].set.budget.max_tool_rounds: invalid type: string \"many\", expected usize",
             ]
         );
+        // A global mistake is not repeated under the overrides that inherit it.
+        let f = file(
+            "[policy.tool]\nwindow = \"x\"\n\
+             [[policy.overrides]]\ntenant = \"a\"\n[policy.overrides.set.tool]\nrepeat_threshold = 4\n\
+             [[policy.overrides]]\ntenant = 5\n",
+        );
+        let err = load_with_env(f.path().to_str(), std::iter::empty()).unwrap_err();
+        let ConfigError::Invalid(problems) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(
+            problems,
+            [
+                "policy.overrides[1].tenant: invalid type: integer `5`, expected a string",
+                "policy.tool.window: invalid type: string \"x\", expected usize",
+            ]
+        );
     }
 
     #[test]

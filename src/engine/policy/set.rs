@@ -48,12 +48,14 @@ impl PolicySet {
             .and_then(|o| o.remove("overrides"))
         {
             None => Vec::new(),
-            Some(v) => serde_json::from_value(v).unwrap_or_else(|e| {
-                problems.push(format!("policy.overrides: {e}"));
+            Some(v) => serde_path_to_error::deserialize(v).unwrap_or_else(|e| {
+                problems.push(wrong_type("policy.overrides", "policy.overrides", &e));
                 Vec::new()
             }),
         };
+        let before = problems.len();
         let global = parse(&global_raw, "policy", "policy", &mut problems);
+        let global_ok = problems.len() == before;
         let mut resolved = BTreeMap::new();
         for (i, o) in overrides.iter().enumerate() {
             if o.tenant.is_none() && o.agent.is_none() {
@@ -63,7 +65,19 @@ impl PolicySet {
             }
             let merged = merge(global_raw.clone(), &o.set);
             let at = format!("policy.overrides[{i}]");
-            let p = parse(&merged, &at, &format!("{at}.set"), &mut problems);
+            let keys = format!("{at}.set");
+            // A wrong-typed value is reported where it is written: the override's own keys
+            // read alone; a merged table that fails only repeats that or the global's.
+            let own = serde_path_to_error::deserialize::<_, Policy>(o.set.clone())
+                .map_err(|e| problems.push(wrong_type(&at, &keys, &e)))
+                .is_ok();
+            let mut repeated = Vec::new();
+            let sink = if own && global_ok {
+                &mut problems
+            } else {
+                &mut repeated
+            };
+            let p = parse(&merged, &at, &keys, sink);
             resolved.insert((o.tenant.clone(), o.agent.clone()), std::sync::Arc::new(p));
         }
         let mut set = PolicySet {
@@ -179,12 +193,18 @@ fn parse(raw: &Value, at: &str, keys: &str, problems: &mut Vec<String>) -> Polic
     match serde_path_to_error::deserialize::<_, Policy>(raw.clone()) {
         Ok(p) => p.finish(problems, at),
         Err(e) => {
-            problems.push(match e.path().to_string().as_str() {
-                "." => format!("{at}: {}", e.inner()),
-                key => format!("{keys}.{key}: {}", e.inner()),
-            });
+            problems.push(wrong_type(at, keys, &e));
             Policy::default()
         }
+    }
+}
+
+/// `keys.the.key: serde's text`, or `at: serde's text` when no key was reached.
+fn wrong_type(at: &str, keys: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    match e.path().to_string().as_str() {
+        "." => format!("{at}: {}", e.inner()),
+        key if key.starts_with('[') => format!("{keys}{key}: {}", e.inner()),
+        key => format!("{keys}.{key}: {}", e.inner()),
     }
 }
 
