@@ -211,7 +211,13 @@ pub async fn ensure_topics(
     let servers = cfg.kafka.bootstrap_servers.clone();
     tokio::task::spawn_blocking(move || reachable(&servers, "kafka.bootstrap_servers"))
         .await
-        .expect("the reachability check does not panic")?;
+        .unwrap_or_else(|e| {
+            Err(KafkaSetupError::Unreachable {
+                servers: cfg.kafka.bootstrap_servers.clone(),
+                setting: "kafka.bootstrap_servers",
+                why: format!("the check did not finish: {e}"),
+            })
+        })?;
     let probe: BaseConsumer = base(cfg).create()?;
     let admin: AdminClient<DefaultClientContext> = base(cfg).create()?;
     let k = &cfg.kafka;
@@ -312,4 +318,30 @@ pub fn send_waiting<K, P>(
         }
     }
     producer.poll(Duration::ZERO);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listening_address_is_reachable_with_or_without_a_protocol() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        for servers in [
+            format!("127.0.0.1:{port}"),
+            format!("PLAINTEXT://127.0.0.1:{port}"),
+            format!(" 127.0.0.1:1 , 127.0.0.1:{port}"),
+        ] {
+            assert!(
+                reachable(&servers, "kafka.bootstrap_servers").is_ok(),
+                "{servers}"
+            );
+        }
+        let e = reachable(" , ", "kafka.bootstrap_servers").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cannot reach the Kafka broker at  ,  (kafka.bootstrap_servers): no address given"
+        );
+    }
 }
