@@ -65,3 +65,55 @@ def test_the_third_identical_call_is_refused_and_never_runs(guard: Guard) -> Non
     blocks = [v for v in session.verdicts if v.action.value == "block"]
     assert [v.rule for v in blocks] == ["tool.exact_repeat"]  # (a `warn` on no progress may come too)
     assert guard.stats().background_errors == 0
+
+
+class ReadingModel(BaseChatModel):
+    """A healthy agent: reads `files` different files, one call a response, then answers."""
+
+    files: int = 12
+
+    @property
+    def _llm_type(self) -> str:
+        return "reading-test-model"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> "ReadingModel":
+        return self
+
+    def _generate(self, messages: List[BaseMessage], stop: Optional[List[str]] = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        n = sum(isinstance(m, ToolMessage) for m in messages)
+        if n >= self.files:
+            reply = AIMessage(content=f"Read {n} files.")
+        else:
+            reply = AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": f"src/part_{n}.py"}, "id": f"call-{n}"}])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_a_healthy_run_pays_milliseconds_per_call_not_the_deadline(guard: Guard) -> None:
+    """The same healthy run with and without the guard: each call is answered "no verdict"
+    by a judged-through marker, so the guard adds milliseconds per call, not its deadline
+    (10 s here, so a call that waited it out would fail the test)."""
+    import time
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"contents of {path}"
+
+    def run(middleware: List[Any]) -> float:
+        agent = create_agent(ReadingModel(), [read_file], middleware=middleware)
+        started = time.perf_counter()
+        out = agent.invoke({"messages": [HumanMessage(content="Read the sources.")]})
+        assert out["messages"][-1].content == "Read 12 files."
+        return time.perf_counter() - started
+
+    run([])  # imports and first-call costs out of the way
+    bare = min(run([]) for _ in range(3))
+    session = guard.session(f"lc-healthy-{uuid.uuid4().hex[:10]}")
+    run([LoopguardMiddleware(session, tool_call_deadline=10.0)])  # the partition assigned
+    guarded = min(run([LoopguardMiddleware(guard.session(f"lc-healthy-{uuid.uuid4().hex[:10]}"), tool_call_deadline=10.0)]) for _ in range(3))
+    per_call_ms = (guarded - bare) / 12 * 1000
+    print(f"\nLangChain healthy run, 12 calls: {bare * 1000:.0f} ms bare, {guarded * 1000:.0f} ms guarded: {per_call_ms:.1f} ms per call")
+    stats = guard.stats()
+    assert stats.tool_call_deadlines == 0, stats
+    assert stats.tool_calls_no_verdict >= 48, stats
+    assert per_call_ms < 1000, per_call_ms
