@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::engine::event::Event;
 use crate::engine::verdict::Verdict;
 use crate::fleet;
-use crate::service::{self, admin::Shared, embedded::EmbeddedKafka, metrics::Metrics};
+use crate::service::{self, admin::Shared, embedded::EmbeddedKafka, judged, metrics::Metrics};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -77,6 +77,27 @@ fn print_verdict(v: &Verdict) {
     );
 }
 
+/// What the demo's viewer read from the verdicts topic.
+#[derive(Default)]
+struct Viewed {
+    verdicts: usize,
+    markers: usize,
+    /// The highest judged-through offset per partition: the events covered.
+    judged: std::collections::BTreeMap<i32, i64>,
+}
+
+/// A judged-through marker's `through_offset` (None for a verdict).
+fn marker_through(m: &rdkafka::message::BorrowedMessage<'_>) -> Option<i64> {
+    use rdkafka::message::Headers;
+    let kind = m.headers()?.iter().find(|h| h.key == judged::KIND_HEADER)?;
+    if m.key().is_some() || kind.value != Some(judged::JUDGED.as_bytes()) {
+        return None;
+    }
+    serde_json::from_slice::<judged::Marker>(m.payload()?)
+        .ok()
+        .map(|marker| marker.through_offset)
+}
+
 pub async fn run(
     mut cfg: Config,
     registry: prometheus::Registry,
@@ -141,7 +162,7 @@ pub async fn run(
     };
     let viewer = {
         let (cfg, stop) = (cfg.clone(), stop.clone());
-        std::thread::spawn(move || -> anyhow::Result<usize> {
+        std::thread::spawn(move || -> anyhow::Result<Viewed> {
             let c: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
                 .set("group.id", "loopguard-demo-viewer")
@@ -150,15 +171,19 @@ pub async fn run(
                 .set("enable.auto.commit", "false")
                 .create()?;
             c.subscribe(&[&cfg.kafka.verdicts_topic])?;
-            let mut seen = 0;
+            let mut seen = Viewed::default();
             while !stop.load(Ordering::Acquire) {
                 if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
-                    if let Some(v) = m
+                    if let Some(through) = marker_through(&m) {
+                        seen.markers += 1;
+                        let judged = seen.judged.entry(m.partition()).or_default();
+                        *judged = (*judged).max(through);
+                    } else if let Some(v) = m
                         .payload()
                         .and_then(|p| serde_json::from_slice::<Verdict>(p).ok())
                     {
                         print_verdict(&v);
-                        seen += 1;
+                        seen.verdicts += 1;
                     }
                 }
             }
@@ -190,7 +215,13 @@ pub async fn run(
     guard
         .join()
         .map_err(|_| anyhow::anyhow!("guard panicked"))??;
-    println!("{seen} verdicts shown. Metrics were at http://{admin}/metrics");
+    println!(
+        "{} verdicts shown; {} judged-through markers cover {} of the {sent} events (a runtime's call \
+         that gets no verdict returns at its marker, not at its deadline). Metrics were at http://{admin}/metrics",
+        seen.verdicts,
+        seen.markers,
+        seen.judged.values().sum::<i64>()
+    );
     Ok(())
 }
 
