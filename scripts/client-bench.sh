@@ -6,13 +6,14 @@
 #   2. the broker warmed up: WARM seconds of a fleet at RATE events/s (`loadgen latency`),
 #      which keeps running in the background through step 3;
 #   3. each client (Python, TypeScript), each path (read_committed, read_uncommitted):
-#      HEALTHY timed healthy calls (answered "no verdict" by a judged-through marker) and
+#      HEALTHY timed healthy calls (answered "no verdict" by a judged-through marker; up to
+#      THINK_MS (100) of tool and model time between an answer and the next call) and
 #      LOOPS looping sessions whose third call is blocked (timed); before the load, an idle
 #      client's requests per second to the broker;
 #   4. the guard's marker counters against its events and verdicts.
 #
 #   KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:19092 scripts/client-bench.sh [BIN]
-# Env: RATE (1000), WARM (60), IDLE (20), HEALTHY (300), LOOPS (20), PARTITIONS (4),
+# Env: RATE (1000), WARM (60), IDLE (20), HEALTHY (300), LOOPS (20), THINK_MS (100), PARTITIONS (4),
 #      ADMIN_PORT (19465). Needs the Python client's venv (build/pyclient-2.16.1, made by
 #      scripts/clients-test.sh) and clients/typescript/dist (npm ci).
 set -euo pipefail

@@ -12,11 +12,16 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import random
 import sys
 import time
 import uuid
 
 from loopguard import Action, Guard
+
+
+# Up to this long between an answer and the next call (uniform): the tool and the model.
+THINK_S = float(os.environ.get("THINK_MS", "100")) / 1000
 
 
 def quantiles(xs: list[float]) -> dict:
@@ -51,6 +56,9 @@ def run_path(bootstrap: str, events: str, verdicts: str, uncommitted: bool, heal
             costs.append(t)
             s.tool_result("read_file", "ok")
             s.turn_end()
+            # The tool runs and the model thinks: without it, each call would start just
+            # after the commit that answered the last one, and wait a whole commit interval.
+            time.sleep(random.uniform(0, THINK_S))
         blocks: list[float] = []
         split_in: list[float] = []
         split_out: list[float] = []

@@ -13,6 +13,8 @@ const [bootstrap, eventsTopic, verdictsTopic] = process.argv.slice(2);
 const HEALTHY = Number(process.env.HEALTHY ?? 300);
 const LOOPS = Number(process.env.LOOPS ?? 20);
 const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 0);
+// Up to this long between an answer and the next call (uniform): the tool and the model.
+const THINK_MS = Number(process.env.THINK_MS ?? 100);
 const id = (p) => `${p}-${randomUUID().slice(0, 8)}`;
 
 function quantiles(xs) {
@@ -44,6 +46,9 @@ async function runPath(readUncommitted) {
       costs.push(t);
       await s.toolResult("read_file");
       await s.turnEnd();
+      // The tool runs and the model thinks: without it, each call would start just after
+      // the commit that answered the last one, and wait a whole commit interval.
+      await new Promise((r) => setTimeout(r, Math.random() * THINK_MS));
     }
     const blocks = [];
     const splitIn = [];
