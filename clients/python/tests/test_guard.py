@@ -165,6 +165,14 @@ def test_a_stopped_guard_makes_tool_call_fail_open_after_the_deadline(guard_proc
     # The guard comes back and judges what was published while it was away: the loop of
     # six identical calls is caught late, and the verdicts reach the session.
     assert s.take_verdicts(timeout=WAIT), f"no verdict after the restart; stats {guard.stats()}"
+    # Markers resume: healthy calls are answered by them again, none waits its deadline.
+    before = guard.stats()
+    h = guard.session(sid("after-restart"))
+    h.user_message("Read the modules.")
+    healthy_calls(h, 3, WAIT)
+    after = guard.stats()
+    assert after.tool_calls_no_verdict - before.tool_calls_no_verdict == 3, after
+    assert after.tool_call_deadlines == before.tool_call_deadlines, after
 
 
 def test_asyncio_block_and_verdicts_as_an_async_iterator(guard_process: GuardProcess) -> None:
