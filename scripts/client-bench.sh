@@ -44,12 +44,8 @@ cores() {
   echo "scale=3; ($b - $a) / $2" | bc
 }
 
-export LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS
-export LOOPGUARD__KAFKA__EVENTS_TOPIC=$tag-events LOOPGUARD__KAFKA__VERDICTS_TOPIC=$tag-verdicts
-export LOOPGUARD__KAFKA__DLQ_TOPIC=$tag-dlq LOOPGUARD__KAFKA__STATE_TOPIC=$tag-state
-export LOOPGUARD__KAFKA__GROUP_ID=$tag LOOPGUARD__KAFKA__TRANSACTIONAL_ID_PREFIX=$tag
-export LOOPGUARD__ADMIN__LISTEN=127.0.0.1:$ADMIN_PORT
-"$BIN" topics create --partitions "$PARTITIONS" >&2
+. scripts/lib/bench_topics.sh
+use_topics "$tag"
 say "run $tag; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 alone=$(cores "$broker" "$IDLE")

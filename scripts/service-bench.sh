@@ -26,16 +26,8 @@ say() { echo "service-bench: $*" >&2; }
 guard=
 trap '[ -n "$guard" ] && kill $guard 2>/dev/null || true' EXIT
 
-# Points the guard and the load tool at topics named after $1.
-use_topics() {
-  tag=$1
-  export LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS
-  export LOOPGUARD__KAFKA__EVENTS_TOPIC=$tag-events LOOPGUARD__KAFKA__VERDICTS_TOPIC=$tag-verdicts
-  export LOOPGUARD__KAFKA__DLQ_TOPIC=$tag-dlq LOOPGUARD__KAFKA__STATE_TOPIC=$tag-state
-  export LOOPGUARD__KAFKA__GROUP_ID=$tag LOOPGUARD__KAFKA__TRANSACTIONAL_ID_PREFIX=$tag
-  export LOOPGUARD__ADMIN__LISTEN=127.0.0.1:$ADMIN_PORT
-  "$BIN" topics create --partitions "$PARTITIONS" >&2
-}
+# use_topics TAG: the guard and the load tool on topics named after TAG.
+. scripts/lib/bench_topics.sh
 lg() { "$BIN" loadgen --events-topic "$tag-events" --verdicts-topic "$tag-verdicts" "$@"; }
 
 # Starts the guard on the current topics and waits until it is ready: every stream

@@ -56,6 +56,11 @@ def test_looping_agent_is_blocked_on_the_third_identical_call(guard: Guard) -> N
     assert guard.stats().background_errors == 0
 
 
+def private_guard(gp: GuardProcess, **settings: object) -> Guard:
+    """A client `Guard` of its own on the test guard's private topics."""
+    return Guard(gp.bootstrap, events_topic=gp.events_topic, verdicts_topic=gp.verdicts_topic, **settings)  # type: ignore[arg-type]
+
+
 def healthy_calls(s, n: int, deadline: float) -> list:
     """`n` distinct reads, each timed: what a healthy call costs the agent (seconds)."""
     costs = []
@@ -73,12 +78,7 @@ def healthy_calls(s, n: int, deadline: float) -> list:
 def test_a_healthy_call_returns_no_verdict_as_soon_as_a_marker_covers_it(guard_process: GuardProcess, uncommitted: bool) -> None:
     """The judged-through marker answers "no verdict" long before the deadline; the
     deadline is never reached while the guard runs."""
-    g = Guard(
-        guard_process.bootstrap,
-        events_topic=guard_process.events_topic,
-        verdicts_topic=guard_process.verdicts_topic,
-        read_uncommitted=uncommitted,
-    )
+    g = private_guard(guard_process, read_uncommitted=uncommitted)
     try:
         s = g.session(sid("healthy"))
         s.user_message("Read the modules.")
@@ -112,12 +112,7 @@ def test_markers_never_answer_no_verdict_for_a_call_that_gets_one(guard: Guard) 
 
 
 def test_read_uncommitted_is_an_option_and_sees_the_verdict_before_its_commit(guard_process: GuardProcess) -> None:
-    g = Guard(
-        guard_process.bootstrap,
-        events_topic=guard_process.events_topic,
-        verdicts_topic=guard_process.verdicts_topic,
-        read_uncommitted=True,
-    )
+    g = private_guard(guard_process, read_uncommitted=True)
     try:
         s = g.session(sid("uncommitted"))
         s.user_message("go")
