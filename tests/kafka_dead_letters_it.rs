@@ -331,6 +331,11 @@ async fn a_record_that_keeps_failing_is_given_up_after_the_bound_and_the_partiti
         raw > uncommitted.len(),
         "no aborted verdict in the log ({raw} records)"
     );
+    // Judged-through markers through the aborted batches and their re-runs: no verdict
+    // after a marker covering its event, on either path; the given-up record covered too.
+    for isolation in ["read_committed", "read_uncommitted"] {
+        assert!(env.check_judged_markers(isolation).markers > 0);
+    }
     let rewinds = max_rewinds(&log);
     assert!(
         (1..=3).contains(&rewinds),
