@@ -114,6 +114,57 @@ fn fuzzy_repeat_blocks_near_identical_long_args() {
     assert_eq!(hits[0].event_id, third);
 }
 
+/// Issue 20 (5): a customer-service agent's nine searches for different routes and dates
+/// in one response are a plan, not a loop; they were blocked as near-repeats whose results
+/// "agreed" before any result had come back.
+#[test]
+fn similar_calls_in_one_response_are_a_plan() {
+    let mut s = Script::new("s");
+    s.user("Find me a flight to Denver next week, any day.");
+    s.new_turn();
+    let calls: Vec<_> = (0..9)
+        .map(|d| {
+            s.call(
+                "search_direct_flight",
+                json!({"query": format!("direct flights from JFK to DEN on 2024-05-{:02}, economy, one adult, sorted by price", 14 + d)}),
+            )
+        })
+        .collect();
+    s.turn_end();
+    for (d, (_, call)) in calls.iter().enumerate() {
+        let out = format!("flights-{d}");
+        s.result(call, "search_direct_flight", true, None, Some(ev(json!({"output_hash": out}))));
+    }
+    let v = run(&s.events);
+    assert!(of_rule(&v, Rule::FuzzyRepeat).is_empty(), "{v:#?}");
+}
+
+/// Near-identical calls across responses whose results have not come back yet: the rule
+/// may not claim "the same result", so it steers rather than blocks.
+#[test]
+fn near_repeats_before_their_results_steer_not_block() {
+    let mut s = Script::new("s");
+    s.user("push it");
+    for cmd in [
+        "cd /Users/florianm/Desktop/Projects/app && git status -sb",
+        "cd /Users/florianm/Desktop/Projects/app&& git status -sb",
+    ] {
+        s.new_turn();
+        s.call("shell", json!({"command": cmd}));
+        s.turn_end();
+    }
+    s.new_turn();
+    let (third, _) = s.call(
+        "shell",
+        json!({"command": "cd  /Users/florianm/Desktop/Projects/app && git status -sb"}),
+    );
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::FuzzyRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!((hits[0].event_id.as_str(), hits[0].action), (third.as_str(), Action::Steer));
+    assert_eq!(hits[0].evidence["results_in"], false);
+}
+
 #[test]
 fn paging_through_a_file_is_work() {
     let mut s = Script::new("s");

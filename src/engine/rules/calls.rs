@@ -40,6 +40,14 @@ pub struct CallRecord {
     /// The call puts a file back from a copy (`cp f.orig f`, `git checkout -- f`).
     #[serde(default)]
     pub restores: bool,
+    /// Its result has come back (any status, with or without evidence). States written
+    /// before this field was kept restore as answered: they judged as if it were.
+    #[serde(default = "answered_before_this_field")]
+    pub answered: bool,
+}
+
+fn answered_before_this_field() -> bool {
+    true
 }
 
 /// A tool (or a tool's sub-command) that changes the world by its name: listed in
@@ -138,6 +146,7 @@ impl CallRecord {
             at,
             mutates: named_mutation || command.as_ref().is_some_and(|c| c.mutates),
             restores: command.as_ref().is_some_and(|c| c.restores),
+            answered: false,
         }
     }
 
@@ -392,6 +401,13 @@ impl CallWindow {
 
     pub fn newest(&self) -> Option<&CallRecord> {
         self.calls.back()
+    }
+
+    /// The result of `call_id` came back.
+    pub fn record_answered(&mut self, call_id: &str) {
+        if let Some(c) = self.calls.iter_mut().rev().find(|c| c.call_id == call_id) {
+            c.answered = true;
+        }
     }
 
     pub fn record_output(&mut self, call_id: &str, output: u64) {

@@ -1,9 +1,11 @@
 //! `tool.fuzzy_repeat` (seed 000): same tool, serialized args of at least 50 chars, 3-gram
 //! Jaccard of at least 0.8, 3 times in the last 6 calls: block, or only steer when the
-//! similar calls' results differ from each other (authority after 004). Calls that differ
-//! in an identity key (path, url, page, offset, the files a shell command writes or runs)
-//! are never similar, and calls made after a successful mutation since the earlier one
-//! do not count (ours).
+//! similar calls' results differ from each other or have not all come back (authority
+//! after 004: "the results agree" needs results). Calls that differ in an identity key
+//! (path, url, page, offset, the files a shell command writes or runs) are never similar,
+//! calls made after a successful mutation since the earlier one do not count, and calls of
+//! one model response are never compared with each other: six searches for six dates in
+//! one response are a plan, not a loop (ours).
 
 use super::calls::{results_differ, similarity, CallWindow};
 use crate::engine::emit::{Cx, Finding};
@@ -33,6 +35,7 @@ impl FuzzyRepeat {
         let similar: Vec<_> = window
             .repeatable(p.window - 1)
             .filter(|c| c.tool == call.tool && c.identity == call.identity)
+            .filter(|c| c.round != call.round)
             .filter_map(|c| {
                 let s = similarity(fields, c.fields.as_ref()?);
                 (s >= p.fuzzy_similarity).then(|| {
@@ -51,7 +54,9 @@ impl FuzzyRepeat {
         if changing && similar.iter().all(|c| c.near_sig == call.near_sig) {
             return false;
         }
-        let action = if changing {
+        // Blocking says "the same call got the same result": only once the results are in.
+        let unanswered = similar.iter().any(|c| !c.answered);
+        let action = if changing || unanswered {
             Action::Steer
         } else {
             Action::Block
@@ -62,7 +67,16 @@ impl FuzzyRepeat {
             1
         };
         self.last_tool = call.tool.clone();
-        let msg = if changing {
+        let msg = if unanswered && !changing {
+            format!(
+                "`{}` was called {} times in the last {} calls with nearly the same arguments, \
+                 before the earlier calls' results came back. Wait for what they return and \
+                 decide what you still need before calling it again.",
+                call.tool,
+                similar.len() + 1,
+                p.window
+            )
+        } else if changing {
             format!(
                 "`{}` was called {} times in the last {} calls with nearly the same arguments. \
                  Its answers change, but rephrasing the same call is not converging: step back \
@@ -81,7 +95,10 @@ impl FuzzyRepeat {
                 p.window
             )
         };
-        let evidence = json!({"tool": call.tool, "count": similar.len() + 1, "window": p.window, "min_similarity": (best * 1000.0).round() / 1000.0, "results_differ": changing});
+        let mut evidence = json!({"tool": call.tool, "count": similar.len() + 1, "window": p.window, "min_similarity": (best * 1000.0).round() / 1000.0, "results_differ": changing});
+        if unanswered {
+            evidence["results_in"] = false.into();
+        }
         cx.emit(Finding::new(Rule::FuzzyRepeat, action, msg, evidence).attempt(self.blocks));
         true
     }

@@ -332,6 +332,7 @@ impl SessionState {
             .position(|p| &p.call_id == call_id)
             .and_then(|i| req.pending.remove(i));
         let outcome = round::classify(*status, evidence.as_ref(), &mut req.reads);
+        req.window.record_answered(call_id);
         if let Some(out) = evidence.as_ref().and_then(|e| e.output_hash.as_ref()) {
             req.window.record_output(call_id, hash64(out.as_bytes()));
         }
