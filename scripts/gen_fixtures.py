@@ -96,8 +96,9 @@ class Session:
         """A new request; `limits` is what the runtime announces for it (its own budget)."""
         return self._push("user_message", {"text": text, "limits": limits})
 
-    def assistant(self, text):
-        return self._push("assistant_message", {"turn_id": self.turn(), "text": text})
+    def assistant(self, text, usage=None):
+        """A finished response's visible text; `usage` what the response used (optional)."""
+        return self._push("assistant_message", {"turn_id": self.turn(), "text": text, "usage": usage})
 
     def call(self, tool, args):
         """A tool call in the current turn; returns (event id, call id)."""
@@ -122,8 +123,8 @@ class Session:
         self.content(text)
         self.turn_end()
 
-    def turn_end(self):
-        return self._push("turn_end", {"turn_id": self.turn()})
+    def turn_end(self, usage=None):
+        return self._push("turn_end", {"turn_id": self.turn(), "usage": usage})
 
     def reasoning(self, text, final=False):
         return self._push("reasoning", {"turn_id": self.turn(), "text": text, "final": final or None})
@@ -231,8 +232,9 @@ def healthy_session():
     s.result(c, "run_tests", evidence={"effect": "none", "new_info": True})
     s.new_turn()
     s.content("Done: `--verbose` switches the log level to DEBUG, and `tests/verbose.rs` covers it.")
-    s.assistant("Done: `--verbose` switches the log level to DEBUG, and `tests/verbose.rs` covers it.")
-    s.turn_end()
+    # Runtimes may report what a response used (contract: `usage`); no rule reads it yet.
+    s.assistant("Done: `--verbose` switches the log level to DEBUG, and `tests/verbose.rs` covers it.", usage={"output_tokens": 31})
+    s.turn_end(usage={"input_tokens": 18250, "output_tokens": 412, "cost": 0.0611})
     s.session_end()
     return s.lines()
 

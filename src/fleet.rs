@@ -146,7 +146,10 @@ impl SessionWriter {
             tool: tool.into(),
             args,
         });
-        self.push(Body::TurnEnd { turn_id });
+        self.push(Body::TurnEnd {
+            turn_id,
+            usage: None,
+        });
         let status = if ok {
             ToolStatus::Ok
         } else {
@@ -168,7 +171,10 @@ impl SessionWriter {
         self.turn += 1;
         self.content(text);
         let turn_id = self.turn_id();
-        self.push(Body::TurnEnd { turn_id });
+        self.push(Body::TurnEnd {
+            turn_id,
+            usage: None,
+        });
     }
 
     pub fn new_turn(&mut self) {
@@ -177,7 +183,10 @@ impl SessionWriter {
 
     pub fn end_turn(&mut self) {
         let turn_id = self.turn_id();
-        self.push(Body::TurnEnd { turn_id });
+        self.push(Body::TurnEnd {
+            turn_id,
+            usage: None,
+        });
     }
 }
 

@@ -115,6 +115,8 @@ fn main() -> ExitCode {
         Command::Rules { config } => match load_config(config.as_deref()) {
             Ok(c) => {
                 print!("{}", loopguard::cli::rules_table::render(c.policy.global()));
+                // What every verdict of this configuration carries (`policy_version`).
+                println!("policy_version: {}", c.policy.version());
                 ExitCode::SUCCESS
             }
             Err(code) => code,

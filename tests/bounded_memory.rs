@@ -43,7 +43,7 @@ proptest! {
                 1 => Body::ToolCall { turn_id, call_id: format!("c{n}"), tool: "bash".into(), args: json!({"cmd": "cargo build"}) },
                 2 => Body::ToolResult { call_id: format!("c{}", n.saturating_sub(1)), tool: "bash".into(), status: ToolStatus::Ok, error: None, evidence: None },
                 3 => Body::Reasoning { turn_id, text: "thinking about the build. ".into(), is_final: false },
-                4 => Body::TurnEnd { turn_id },
+                4 => Body::TurnEnd { turn_id, usage: None },
                 _ => Body::SessionEnd,
             };
             let meta = Meta {

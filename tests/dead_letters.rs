@@ -86,6 +86,85 @@ fn invalid_field() {
     assert_eq!(reason(Some("s"), Some(ts)), "invalid_field");
 }
 
+/// `usage` on `turn_end` and `assistant_message`: a wrong JSON type is `wrong_type`, a
+/// negative or absurd value `invalid_field`, each naming the field.
+#[test]
+fn usage_refusals_name_the_field() {
+    let refused = |usage: &str| {
+        let mut out = Vec::new();
+        for kind in [
+            r#""type":"turn_end","turn_id":"t""#,
+            r#""type":"assistant_message","turn_id":"t","text":"done""#,
+        ] {
+            let e = event(&format!(r#"{kind},"usage":{usage}"#));
+            out.push(read_event(Some(b"s"), Some(e.as_bytes())).unwrap_err());
+        }
+        assert_eq!(out[0], out[1], "{usage}");
+        out.remove(0)
+    };
+    for (usage, reason, field) in [
+        (r#""lots""#, "wrong_type", "`usage`"),
+        (r#"[1,2]"#, "wrong_type", "`usage`"),
+        (
+            r#"{"input_tokens":"12"}"#,
+            "wrong_type",
+            "`usage.input_tokens`",
+        ),
+        (
+            r#"{"output_tokens":1.5}"#,
+            "wrong_type",
+            "`usage.output_tokens`",
+        ),
+        (r#"{"cost":"0.10"}"#, "wrong_type", "`usage.cost`"),
+        (r#"{"cost":true}"#, "wrong_type", "`usage.cost`"),
+        (
+            r#"{"input_tokens":-1}"#,
+            "invalid_field",
+            "`usage.input_tokens`",
+        ),
+        (
+            r#"{"output_tokens":100000001}"#,
+            "invalid_field",
+            "`usage.output_tokens`",
+        ),
+        (
+            r#"{"input_tokens":1e20}"#,
+            "invalid_field",
+            "`usage.input_tokens`",
+        ),
+        (
+            r#"{"input_tokens":99999999999999999999999}"#,
+            "invalid_field",
+            "`usage.input_tokens`",
+        ),
+        (r#"{"cost":-0.01}"#, "invalid_field", "`usage.cost`"),
+        (r#"{"cost":1000000.5}"#, "invalid_field", "`usage.cost`"),
+    ] {
+        let r = refused(usage);
+        assert_eq!(r.reason, reason, "{usage}: {}", r.detail);
+        assert!(r.detail.contains(field), "{usage}: {}", r.detail);
+    }
+    // In range, partial, null parts or unknown keys: judged. On other types: ignored.
+    for (kind, usage) in [
+        (
+            r#""type":"turn_end","turn_id":"t""#,
+            r#"{"input_tokens":0,"output_tokens":100000000,"cost":1000000}"#,
+        ),
+        (
+            r#""type":"turn_end","turn_id":"t""#,
+            r#"{"cost":null,"cached_tokens":5}"#,
+        ),
+        (
+            r#""type":"assistant_message","turn_id":"t","text":"ok""#,
+            r#"{"output_tokens":3.0}"#,
+        ),
+        (r#""type":"compaction""#, r#""not checked here""#),
+    ] {
+        let e = event(&format!(r#"{kind},"usage":{usage}"#));
+        assert!(read_event(Some(b"s"), Some(e.as_bytes())).is_ok(), "{e}");
+    }
+}
+
 #[test]
 fn key_mismatch() {
     let e = event(r#""type":"compaction""#);

@@ -271,6 +271,13 @@ fn schema_rejects_malformed_events() {
         with(
             json!({"type": "tool_result", "call_id": "c1", "tool": "t", "status": "ok", "evidence": {"effect": "read", "read_range": [0, 10], "new_info": false}}),
         ),
+        with(
+            json!({"type": "turn_end", "turn_id": "t1", "usage": {"input_tokens": 1200, "output_tokens": 0, "cost": 0.004}}),
+        ),
+        with(json!({"type": "turn_end", "turn_id": "t1", "usage": {}})),
+        with(
+            json!({"type": "assistant_message", "turn_id": "t1", "text": "ok", "usage": {"output_tokens": 100000000, "cost": 1000000}}),
+        ),
     ];
     for e in &accepted {
         assert_eq!(errors(&v, e), "", "should pass: {e}");
@@ -364,6 +371,42 @@ fn schema_rejects_malformed_events() {
             "empty tool name",
             true,
         ),
+        (
+            with(json!({"type": "turn_end", "turn_id": "t", "usage": {"input_tokens": -1}})),
+            "negative input_tokens",
+            true,
+        ),
+        (
+            with(
+                json!({"type": "turn_end", "turn_id": "t", "usage": {"output_tokens": 100000001}}),
+            ),
+            "output_tokens over 100,000,000",
+            true,
+        ),
+        (
+            with(json!({"type": "turn_end", "turn_id": "t", "usage": {"output_tokens": 1.5}})),
+            "fractional output_tokens",
+            true,
+        ),
+        (
+            with(
+                json!({"type": "assistant_message", "turn_id": "t", "text": "x", "usage": {"cost": "0.1"}}),
+            ),
+            "cost as a string",
+            true,
+        ),
+        (
+            with(
+                json!({"type": "assistant_message", "turn_id": "t", "text": "x", "usage": {"cost": -0.01}}),
+            ),
+            "negative cost",
+            true,
+        ),
+        (
+            with(json!({"type": "turn_end", "turn_id": "t", "usage": [1, 2]})),
+            "usage not an object",
+            true,
+        ),
         // The schema is stricter than the decoder here (docs/decisions.md).
         (
             with(json!({"type": "tool_call", "turn_id": "t", "call_id": "c", "tool": "t"})),
@@ -401,9 +444,14 @@ fn schema_rejects_malformed_verdicts() {
         "event_id": "e9", "ts": "2026-01-01T00:00:01.000Z", "emitted_at": "2026-01-01T00:00:01.020Z",
         "action": "block", "rule": "tool.exact_repeat", "message": "Blocked.",
         "directives": {"stop_tool_calls": true}, "attempt": 1,
-        "evidence": {"tool": "bash", "count": 3, "window": 6, "args_hash": "00ff00ff00ff00ff"}
+        "evidence": {"tool": "bash", "count": 3, "window": 6, "args_hash": "00ff00ff00ff00ff"},
+        "enforce": true, "policy_version": "sha256:0123456789ab"
     });
     assert_eq!(errors(&v, &good), "");
+    let mut observed = good.clone();
+    observed["enforce"] = json!(false);
+    observed["loop_cost"] = json!({"tokens": 48000, "seconds": 12.5, "cost": 0.31});
+    assert_eq!(errors(&v, &observed), "");
     let mut bad = Vec::new();
     for (k, x) in [
         ("rule", json!("tool.bogus")),
@@ -415,14 +463,20 @@ fn schema_rejects_malformed_verdicts() {
         ("directives", json!({"stop_tool_calls": false})),
         ("evidence", json!({"count": 3})),
         ("surprise", json!(1)),
+        ("enforce", json!("yes")),
+        ("policy_version", json!("v1")),
+        ("loop_cost", json!({"tokens": -1})),
+        ("loop_cost", json!({"dollars": 1})),
     ] {
         let mut x2 = good.clone();
         x2[k] = x;
         bad.push(x2);
     }
-    let mut missing = good.clone();
-    missing.as_object_mut().unwrap().remove("message");
-    bad.push(missing);
+    for field in ["message", "enforce", "policy_version"] {
+        let mut missing = good.clone();
+        missing.as_object_mut().unwrap().remove(field);
+        bad.push(missing);
+    }
     for b in &bad {
         assert!(!v.is_valid(b), "schema accepts {b}");
     }

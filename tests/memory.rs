@@ -94,7 +94,10 @@ impl Feed {
             tool: t("read_file"),
             args: json!({"path": "src/parser.rs"}),
         });
-        self.push(Body::TurnEnd { turn_id: t("t1") });
+        self.push(Body::TurnEnd {
+            turn_id: t("t1"),
+            usage: None,
+        });
         let evidence = Evidence {
             effect: Some(Effect::Read),
             resource: Some(t("src/parser.rs")),
@@ -111,8 +114,12 @@ impl Feed {
         self.push(Body::AssistantMessage {
             turn_id: t("t2"),
             text: t("The parser indexes the first byte without checking the length; fixed."),
+            usage: None,
         });
-        self.push(Body::TurnEnd { turn_id: t("t2") });
+        self.push(Body::TurnEnd {
+            turn_id: t("t2"),
+            usage: None,
+        });
     }
 
     /// A new request whose response is still reasoning: `chars` chars in 16-char chunks.
@@ -213,6 +220,7 @@ fn bytes_per_session() {
                 f.reasoning(&text, 20 * 1024);
                 f.push(Body::TurnEnd {
                     turn_id: "t3".into(),
+                    usage: None,
                 });
             }),
         ),

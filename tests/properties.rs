@@ -165,7 +165,7 @@ fn body() -> impl Strategy<Value = Body> {
     let call = || name(&["c0", "c1", "c2", "c3"]);
     prop_oneof![
         2 => text().prop_map(|text| Body::UserMessage { text, limits: Default::default() }),
-        1 => (turn(), text()).prop_map(|(turn_id, text)| Body::AssistantMessage { turn_id, text }),
+        1 => (turn(), text()).prop_map(|(turn_id, text)| Body::AssistantMessage { turn_id, text, usage: None }),
         5 => (turn(), call(), name(TOOLS), args()).prop_map(|(turn_id, call_id, tool, args)| {
             Body::ToolCall { turn_id, call_id, tool, args }
         }),
@@ -181,7 +181,7 @@ fn body() -> impl Strategy<Value = Body> {
         5 => (turn(), text(), any::<bool>())
             .prop_map(|(turn_id, text, is_final)| Body::Reasoning { turn_id, text, is_final }),
         2 => (turn(), text()).prop_map(|(turn_id, text)| Body::Content { turn_id, text }),
-        3 => turn().prop_map(|turn_id| Body::TurnEnd { turn_id }),
+        3 => turn().prop_map(|turn_id| Body::TurnEnd { turn_id, usage: None }),
         1 => Just(Body::Compaction),
         1 => Just(Body::SessionEnd),
         1 => name(&["telemetry", "x"]).prop_map(|kind| Body::Unknown { kind }),
@@ -529,7 +529,10 @@ fn reasoning_events(text: &str, sizes: &[usize], tenant: Option<&str>) -> Vec<Ev
             i += 1;
         }
     }
-    push(Body::TurnEnd { turn_id: turn() });
+    push(Body::TurnEnd {
+        turn_id: turn(),
+        usage: None,
+    });
     out
 }
 

@@ -70,7 +70,14 @@ fn openhands_events(record: &Value, session: &str) -> Vec<Event> {
                     },
                     &mut out,
                 );
-                push(ts, Body::TurnEnd { turn_id }, &mut out);
+                push(
+                    ts,
+                    Body::TurnEnd {
+                        turn_id,
+                        usage: None,
+                    },
+                    &mut out,
+                );
             }
             (_, _, Some(obs)) if e.get("cause").is_some() && obs != "recall" => {
                 let call_id = e["cause"].to_string();

@@ -82,6 +82,7 @@ fn request(rng: &mut StdRng, s: &mut Session, looping: bool) {
         }
         s.push(Body::TurnEnd {
             turn_id: turn.clone(),
+            usage: None,
         });
         for (call_id, tool) in made {
             let evidence = match (looping, tool) {
@@ -121,8 +122,12 @@ fn request(rng: &mut StdRng, s: &mut Session, looping: bool) {
     s.push(Body::AssistantMessage {
         turn_id: turn.clone(),
         text: "Done: the test passes now.".into(),
+        usage: None,
     });
-    s.push(Body::TurnEnd { turn_id: turn });
+    s.push(Body::TurnEnd {
+        turn_id: turn,
+        usage: None,
+    });
     s.n += 1;
 }
 
@@ -301,6 +306,7 @@ fn stream(rng: &mut StdRng, texts: &[String], min: usize, max: usize) -> (Vec<Ev
             &mut out,
             Body::TurnEnd {
                 turn_id: "t1".into(),
+                usage: None,
             },
         );
     }

@@ -8,6 +8,8 @@ use serde_json::Value;
 
 pub struct Cx<'a> {
     pub policy: &'a Policy,
+    /// The policy set's version, copied onto every verdict (computed once, at compile).
+    pub policy_version: &'a str,
     pub meta: &'a Meta,
     pub turn_id: Option<&'a str>,
     pub out: &'a mut Vec<Verdict>,
@@ -79,6 +81,10 @@ impl Cx<'_> {
             tenant: m.tenant.clone(),
             agent: m.agent.clone(),
             model: m.model.clone(),
+            // No observe mode yet: every verdict is enforced.
+            enforce: true,
+            policy_version: self.policy_version.to_string(),
+            loop_cost: None,
         });
     }
 }

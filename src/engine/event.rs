@@ -7,7 +7,7 @@ use thiserror::Error;
 
 mod checks;
 
-use checks::{check_len, non_empty, parse_ts, request_limits};
+use checks::{check_len, non_empty, parse_ts, request_limits, usage};
 pub use checks::{quote, MAX_DECODE_ERROR_BYTES};
 
 /// Limits on identifiers (contract v1).
@@ -117,6 +117,24 @@ pub struct RequestLimits {
     pub max_tool_rounds: Option<u32>,
 }
 
+/// Most tokens one model response may report, input or output (far above any context window).
+pub const MAX_USAGE_TOKENS: u64 = 100_000_000;
+/// Highest cost one model response may report, in the operator's currency.
+pub const MAX_USAGE_COST: f64 = 1_000_000.0;
+
+/// What one model response used, as the runtime reports it on `turn_end` or
+/// `assistant_message` (contract: `usage`; every part optional). Kept on the event; no rule
+/// reads it yet, and it is never part of a session's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
 /// The wire form of `limits`: unknown keys ignored (a later runtime may announce more).
 #[derive(Debug, Clone, Default, Deserialize)]
 struct WireLimits {
@@ -149,6 +167,9 @@ struct WireEvent {
     #[serde(rename = "final")]
     is_final: Option<bool>,
     limits: Option<WireLimits>,
+    /// Checked by hand (`checks::usage`): serde would read an array as the object, and
+    /// a negative count must be `invalid_field`, not `wrong_type`.
+    usage: Option<Value>,
 }
 
 /// The error for valid JSON that does not fit the wire form, naming the field: the text
@@ -206,6 +227,8 @@ pub enum Body {
     AssistantMessage {
         turn_id: String,
         text: String,
+        /// What the response used (contract: `usage`), when the runtime says.
+        usage: Option<Usage>,
     },
     ToolCall {
         turn_id: String,
@@ -231,6 +254,8 @@ pub enum Body {
     },
     TurnEnd {
         turn_id: String,
+        /// What the response used (contract: `usage`), when the runtime says.
+        usage: Option<Usage>,
     },
     Compaction,
     SessionEnd,
@@ -270,7 +295,7 @@ impl Body {
             | Body::ToolCall { turn_id, .. }
             | Body::Reasoning { turn_id, .. }
             | Body::Content { turn_id, .. }
-            | Body::TurnEnd { turn_id } => Some(turn_id),
+            | Body::TurnEnd { turn_id, .. } => Some(turn_id),
             _ => None,
         }
     }
@@ -355,6 +380,7 @@ impl Event {
             "assistant_message" => Body::AssistantMessage {
                 turn_id: turn(w.turn_id)?,
                 text: w.text.unwrap_or_default(),
+                usage: usage(w.usage)?,
             },
             "tool_call" => Body::ToolCall {
                 turn_id: turn(w.turn_id)?,
@@ -380,6 +406,7 @@ impl Event {
             },
             "turn_end" => Body::TurnEnd {
                 turn_id: turn(w.turn_id)?,
+                usage: usage(w.usage)?,
             },
             "compaction" => Body::Compaction,
             "session_end" => Body::SessionEnd,
@@ -433,7 +460,11 @@ impl Event {
                     );
                 }
             }
-            Body::AssistantMessage { text, .. } | Body::Content { text, .. } => {
+            Body::AssistantMessage { text, usage, .. } => {
+                o.insert("text".into(), text.clone().into());
+                insert_usage(&mut o, usage);
+            }
+            Body::Content { text, .. } => {
                 o.insert("text".into(), text.clone().into());
             }
             Body::Reasoning { text, is_final, .. } => {
@@ -475,9 +506,19 @@ impl Event {
                     );
                 }
             }
-            Body::TurnEnd { .. } | Body::Compaction | Body::SessionEnd | Body::Unknown { .. } => {}
+            Body::TurnEnd { usage, .. } => insert_usage(&mut o, usage),
+            Body::Compaction | Body::SessionEnd | Body::Unknown { .. } => {}
         }
         Value::Object(o)
+    }
+}
+
+fn insert_usage(o: &mut serde_json::Map<String, Value>, usage: &Option<Usage>) {
+    if let Some(u) = usage {
+        o.insert(
+            "usage".into(),
+            serde_json::to_value(u).unwrap_or(Value::Null),
+        );
     }
 }
 

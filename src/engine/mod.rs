@@ -190,6 +190,7 @@ impl Engine {
         let before = out.len();
         let mut cx = emit::Cx {
             policy: &slot.policy,
+            policy_version: self.policies.version(),
             meta: &event.meta,
             turn_id: event.body.turn_id(),
             out,

@@ -142,6 +142,35 @@ pub struct Verdict {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `false` for a verdict in observe mode (the runtime must not act on it). This version
+    /// has no observe mode: the engine always writes `true`; absent (older guards) reads as
+    /// `true`.
+    #[serde(default = "enforced")]
+    pub enforce: bool,
+    /// The policy that produced the verdict (`PolicySet::version`); empty when read from
+    /// an older guard's verdict.
+    #[serde(default)]
+    pub policy_version: String,
+    /// What the loop has cost so far. This version never writes it (usage accounting is
+    /// not implemented yet); read when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_cost: Option<LoopCost>,
+}
+
+fn enforced() -> bool {
+    true
+}
+
+/// What a loop has cost since it began, from the `usage` runtimes report (contract:
+/// `loop_cost`). Every part optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoopCost {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// Deterministic verdict id: the first 16 bytes of SHA-256 over (session, event, rule,

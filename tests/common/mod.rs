@@ -82,6 +82,7 @@ impl Script {
         self.push(Body::AssistantMessage {
             turn_id,
             text: text.into(),
+            usage: None,
         })
     }
 
@@ -123,7 +124,10 @@ impl Script {
 
     pub fn turn_end(&mut self) -> String {
         let turn_id = self.turn_id();
-        self.push(Body::TurnEnd { turn_id })
+        self.push(Body::TurnEnd {
+            turn_id,
+            usage: None,
+        })
     }
 
     pub fn reasoning(&mut self, text: &str) -> String {

@@ -16,7 +16,7 @@ import zlib
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from loopguard import Action, AsyncGuard, Evidence, Guard, Limits, ValidationError
+from loopguard import Action, AsyncGuard, Evidence, Guard, Limits, LoopCost, Usage, ValidationError, Verdict
 
 from guardproc import PARTITIONS, GuardProcess
 
@@ -338,6 +338,9 @@ def test_callbacks_that_raise_are_counted_not_raised(guard: Guard) -> None:
         (lambda g: g.session("ok").user_message("hi", limits=Limits(max_tool_rounds=0)), "limits.max_tool_rounds"),
         (lambda g: g.session("ok", tenant="t" * 300).user_message("hi"), "tenant"),
         (lambda g: g.session("ok").content("x" * 1_100_000), "text"),
+        (lambda g: g.session("ok").turn_end(usage=Usage(input_tokens=-1)), "usage.input_tokens"),
+        (lambda g: g.session("ok").assistant_message("a", usage=Usage(output_tokens=1.5)), "usage.output_tokens"),  # type: ignore[arg-type]
+        (lambda g: g.session("ok").turn_end(usage=Usage(cost=float("inf"))), "usage.cost"),
     ],
 )
 def test_invalid_events_raise_naming_the_field(guard: Guard, call, field: str) -> None:
@@ -350,6 +353,19 @@ def test_invalid_events_raise_naming_the_field(guard: Guard, call, field: str) -
 def test_tool_result_without_an_open_call_names_call_id(guard: Guard) -> None:
     with pytest.raises(ValueError, match="call_id"):
         guard.session("ok").tool_result("bash")
+
+
+def test_verdict_enforce_policy_version_and_loop_cost() -> None:
+    wire = {"v": 1, "verdict_id": "0" * 32, "session_id": "s", "event_id": "e", "ts": "2026-01-01T00:00:00.000Z",
+            "action": "warn", "rule": "progress.no_progress", "message": "m", "attempt": 1, "evidence": {}}
+    old = Verdict.from_wire(wire)  # an older guard's verdict: enforced, no version
+    assert old.enforce is True and old.policy_version is None and old.loop_cost is None
+    v = Verdict.from_wire({**wire, "enforce": False, "policy_version": "sha256:1863c331cf07",
+                           "loop_cost": {"tokens": 900, "cost": 0.2}})
+    assert v.enforce is False and v.policy_version == "sha256:1863c331cf07"
+    assert v.loop_cost == LoopCost(tokens=900, cost=0.2)
+    with pytest.raises(ValueError, match="enforce"):
+        Verdict.from_wire({**wire, "enforce": "no"})
 
 
 def test_evidence_helpers() -> None:

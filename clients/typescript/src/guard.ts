@@ -11,8 +11,8 @@ import kafkajs from "kafkajs";
 import type { EachMessagePayload, Kafka, KafkaConfig, Producer } from "kafkajs";
 import { registerLz4 } from "./lz4.js";
 import { VerdictReader } from "./reader.js";
-import { emptyStats, evidenceToWire, parseVerdict } from "./types.js";
-import type { Evidence, Limits, Stats, Verdict } from "./types.js";
+import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.js";
+import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
 import { checkEvent } from "./validate.js";
 
 export type ErrorCallback = (where: string, error: unknown) => void;
@@ -491,12 +491,18 @@ export class Session {
     await this.core.publish(this.core.event("content", { turn_id: this.core.turnId(opts.turnId), text: chunk }));
   }
 
-  async assistantMessage(text: string, opts: { turnId?: string } = {}): Promise<void> {
-    await this.core.publish(this.core.event("assistant_message", { turn_id: this.core.turnId(opts.turnId), text }));
+  /** `usage`: what the response used, when the model API says (optional). */
+  async assistantMessage(text: string, opts: { turnId?: string; usage?: Usage } = {}): Promise<void> {
+    const fields: Record<string, unknown> = { turn_id: this.core.turnId(opts.turnId), text };
+    if (opts.usage !== undefined) fields.usage = usageToWire(opts.usage);
+    await this.core.publish(this.core.event("assistant_message", fields));
   }
 
-  async turnEnd(opts: { turnId?: string } = {}): Promise<void> {
-    await this.core.publish(this.core.event("turn_end", { turn_id: this.core.endTurn(opts.turnId) }));
+  /** `usage`: what the response used, when the model API says (optional). */
+  async turnEnd(opts: { turnId?: string; usage?: Usage } = {}): Promise<void> {
+    const fields: Record<string, unknown> = { turn_id: this.core.endTurn(opts.turnId) };
+    if (opts.usage !== undefined) fields.usage = usageToWire(opts.usage);
+    await this.core.publish(this.core.event("turn_end", fields));
   }
 
   async compaction(): Promise<void> {

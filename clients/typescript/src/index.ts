@@ -12,6 +12,6 @@
 export { Guard, GuardError, Session } from "./guard.js";
 export type { ErrorCallback, GuardOptions, VerdictCallback } from "./guard.js";
 export { canonicalJson, evidence, outputHash, parseVerdict } from "./types.js";
-export type { Action, Directives, Effect, Evidence, Limits, Stats, Verdict } from "./types.js";
+export type { Action, Directives, Effect, Evidence, Limits, LoopCost, Stats, Usage, Verdict } from "./types.js";
 export { ValidationError } from "./validate.js";
 export { registerLz4 } from "./lz4.js";

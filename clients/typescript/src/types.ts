@@ -30,10 +30,46 @@ export interface Verdict {
   tenant?: string;
   agent?: string;
   model?: string;
+  /** False for a verdict in observe mode: counted by the guard, not to be acted on. Guards
+   * that do not write the field enforce every verdict, so absent reads as true. */
+  enforce: boolean;
+  /** The policy that produced the verdict (`sha256:` + 12 hex); absent from older guards. */
+  policyVersion?: string;
+  /** What the loop has cost so far; absent from guards that do not account usage. */
+  loopCost?: LoopCost;
   /** Where it was read, and when (Date.now() of this process). */
   partition: number;
   offset: string;
   receivedAt: number;
+}
+
+/** What a detected loop has cost so far (a verdict's `loop_cost`; every part optional). */
+export interface LoopCost {
+  tokens?: number;
+  seconds?: number;
+  cost?: number;
+}
+
+/** What one model response used (sent on `turn_end` or `assistant_message`). Token counts
+ * are integers in 0..100,000,000, `cost` a number in 0..1,000,000 (the operator's
+ * currency); the guard dead-letters an event outside those bounds. */
+export interface Usage {
+  inputTokens?: number;
+  outputTokens?: number;
+  cost?: number;
+}
+
+export function usageToWire(u: Usage): Record<string, unknown> {
+  const out: Record<string, unknown> = { input_tokens: u.inputTokens, output_tokens: u.outputTokens, cost: u.cost };
+  for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
+  return out;
+}
+
+function parseLoopCost(raw: unknown): LoopCost | undefined {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return undefined;
+  const r = raw as Record<string, unknown>;
+  const num = (name: string): number | undefined => (typeof r[name] === "number" ? (r[name] as number) : undefined);
+  return { tokens: Number.isInteger(r.tokens) ? (r.tokens as number) : undefined, seconds: num("seconds"), cost: num("cost") };
 }
 
 function str(raw: Record<string, unknown>, name: string): string {
@@ -57,6 +93,7 @@ export function parseVerdict(raw: unknown, partition: number, offset: string, re
   if (!ACTIONS.includes(action)) throw new Error(`unknown action ${action}`);
   if (typeof r.attempt !== "number") throw new Error("verdict field attempt missing or not a number");
   const d = (typeof r.directives === "object" && r.directives !== null ? r.directives : {}) as Record<string, unknown>;
+  if (r.enforce !== undefined && typeof r.enforce !== "boolean") throw new Error("verdict field enforce is not a boolean");
   return {
     verdictId: str(r, "verdict_id"),
     sessionId: str(r, "session_id"),
@@ -77,6 +114,9 @@ export function parseVerdict(raw: unknown, partition: number, offset: string, re
     tenant: opt(r, "tenant"),
     agent: opt(r, "agent"),
     model: opt(r, "model"),
+    enforce: r.enforce !== false,
+    policyVersion: opt(r, "policy_version"),
+    loopCost: parseLoopCost(r.loop_cost),
     partition,
     offset,
     receivedAt,

@@ -8,6 +8,9 @@ export const MAX_EVIDENCE_STRING = 1024;
 /** Kafka's default largest record is 1 MiB; room is left for the key and overhead. */
 export const MAX_EVENT_BYTES = 1_000_000;
 const EFFECTS = ["mutation", "read", "none", "unknown"];
+/** docs/contract.md, "usage": per model response. */
+export const MAX_USAGE_TOKENS = 100_000_000;
+export const MAX_USAGE_COST = 1_000_000;
 const TURN_TYPES = ["assistant_message", "tool_call", "reasoning", "content", "turn_end"];
 
 /** An event breaks the contract; `field` names the offending field. */
@@ -51,6 +54,8 @@ export function checkEvent(e: Event): string {
     if (rounds !== undefined && !(Number.isInteger(rounds) && (rounds as number) >= 1))
       throw new ValidationError("limits.max_tool_rounds", "must be an integer >= 1");
   }
+  if ((kind === "turn_end" || kind === "assistant_message") && e.usage !== undefined && e.usage !== null)
+    checkUsage(e.usage);
   if (kind === "tool_call" || kind === "tool_result") {
     checkString(e, "call_id", 1, MAX_NAME, true);
     checkString(e, "tool", 1, MAX_NAME, true);
@@ -93,4 +98,24 @@ function checkEvidence(ev: Event): void {
   }
   if (ev.new_info !== undefined && typeof ev.new_info !== "boolean")
     throw new ValidationError("evidence.new_info", "must be a boolean");
+}
+
+/** As the guard checks it: integers (tokens) and a finite number (cost), in range. */
+function checkUsage(u: unknown): void {
+  if (typeof u !== "object" || u === null || Array.isArray(u)) throw new ValidationError("usage", "must be an object");
+  const r = u as Record<string, unknown>;
+  for (const name of ["input_tokens", "output_tokens"]) {
+    const v = r[name];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== "number" || !Number.isInteger(v))
+      throw new ValidationError(`usage.${name}`, `must be an integer, not ${typeof v === "number" ? v : typeof v}`);
+    if (v < 0 || v > MAX_USAGE_TOKENS)
+      throw new ValidationError(`usage.${name}`, `must be in 0..${MAX_USAGE_TOKENS} (got ${v})`);
+  }
+  const cost = r.cost;
+  if (cost !== undefined && cost !== null) {
+    if (typeof cost !== "number") throw new ValidationError("usage.cost", `must be a number, not ${typeof cost}`);
+    if (!(Number.isFinite(cost) && cost >= 0 && cost <= MAX_USAGE_COST))
+      throw new ValidationError("usage.cost", `must be a finite number in 0..${MAX_USAGE_COST} (got ${cost})`);
+  }
 }

@@ -8,7 +8,7 @@ import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import { randomUUID } from "node:crypto";
 import kafkajs from "kafkajs";
-import { Guard, ValidationError, evidence, outputHash, registerLz4, type Session, type Verdict } from "../src/index.js";
+import { Guard, ValidationError, evidence, outputHash, parseVerdict, registerLz4, type Session, type Verdict } from "../src/index.js";
 import { GuardProcess, PARTITIONS } from "./harness.js";
 
 const WAIT = 10_000;
@@ -277,6 +277,9 @@ test("invalid events throw naming the field", async () => {
       [() => guard.session("ok").userMessage("hi", { limits: { maxToolRounds: 0 } }), "limits.max_tool_rounds"],
       [() => guard.session("ok", { tenant: "t".repeat(300) }).userMessage("hi"), "tenant"],
       [() => guard.session("ok").content("x".repeat(1_100_000)), "text"],
+      [() => guard.session("ok").turnEnd({ usage: { inputTokens: -1 } }), "usage.input_tokens"],
+      [() => guard.session("ok").assistantMessage("a", { usage: { outputTokens: 1.5 } }), "usage.output_tokens"],
+      [() => guard.session("ok").turnEnd({ usage: { cost: Number.POSITIVE_INFINITY } }), "usage.cost"],
     ];
     for (const [call, field] of cases) {
       await assert.rejects(call, (e: unknown) => e instanceof ValidationError && e.field === field, field);
@@ -285,6 +288,19 @@ test("invalid events throw naming the field", async () => {
   } finally {
     await guard.close();
   }
+});
+
+test("verdicts expose enforce, policy_version and loop_cost; enforce is true when absent", () => {
+  const wire = { v: 1, verdict_id: "0".repeat(32), session_id: "s", event_id: "e", ts: "2026-01-01T00:00:00.000Z",
+    action: "warn", rule: "progress.no_progress", message: "m", attempt: 1, evidence: {} };
+  const old = parseVerdict(wire, 0, "0", 0);
+  assert.equal(old.enforce, true);
+  assert.equal(old.policyVersion, undefined);
+  const v = parseVerdict({ ...wire, enforce: false, policy_version: "sha256:1863c331cf07", loop_cost: { tokens: 900, cost: 0.2 } }, 0, "0", 0);
+  assert.equal(v.enforce, false);
+  assert.equal(v.policyVersion, "sha256:1863c331cf07");
+  assert.deepEqual(v.loopCost, { tokens: 900, seconds: undefined, cost: 0.2 });
+  assert.throws(() => parseVerdict({ ...wire, enforce: "no" }, 0, "0", 0));
 });
 
 test("evidence helpers hash like the Python client", () => {

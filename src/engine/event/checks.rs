@@ -70,6 +70,79 @@ pub(super) fn request_limits(w: Option<WireLimits>) -> Result<RequestLimits, Dec
     Ok(RequestLimits { max_tool_rounds })
 }
 
+/// `usage` on `turn_end` / `assistant_message`: an object whose counts are non-negative
+/// integers up to `MAX_USAGE_TOKENS` and whose cost is a finite number in
+/// 0..=`MAX_USAGE_COST`. A value of the wrong JSON type is `wrong_type`; one out of range
+/// (negative, absurd) is `invalid_field`. A `null` part counts as absent; unknown keys are
+/// ignored (a later runtime may report more).
+pub(super) fn usage(raw: Option<Value>) -> Result<Option<Usage>, DecodeError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let Value::Object(map) = raw else {
+        return Err(DecodeError::WrongType(format!(
+            "field `usage`: invalid type: {}, expected an object",
+            json_kind(&raw)
+        )));
+    };
+    let number = |field: &'static str, what: &str| -> Result<Option<f64>, DecodeError> {
+        let key = &field["usage.".len()..];
+        match map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(other) => Err(DecodeError::WrongType(format!(
+                "field `{field}`: invalid type: {}, expected {what}",
+                json_kind(other)
+            ))),
+        }
+    };
+    let tokens = |field: &'static str| -> Result<Option<u64>, DecodeError> {
+        let Some(x) = number(field, "a non-negative integer")? else {
+            return Ok(None);
+        };
+        if x.fract() != 0.0 {
+            return Err(DecodeError::WrongType(format!(
+                "field `{field}`: invalid type: floating point `{x}`, expected an integer"
+            )));
+        }
+        if !(0.0..=MAX_USAGE_TOKENS as f64).contains(&x) {
+            return Err(DecodeError::InvalidField {
+                field,
+                why: format!("{x} not in 0..={MAX_USAGE_TOKENS}"),
+            });
+        }
+        Ok(Some(x as u64))
+    };
+    let input_tokens = tokens("usage.input_tokens")?;
+    let output_tokens = tokens("usage.output_tokens")?;
+    let cost = match number("usage.cost", "a number")? {
+        Some(c) if !(c.is_finite() && (0.0..=MAX_USAGE_COST).contains(&c)) => {
+            return Err(DecodeError::InvalidField {
+                field: "usage.cost",
+                why: format!("{c} not in 0..={MAX_USAGE_COST}"),
+            })
+        }
+        c => c,
+    };
+    Ok(Some(Usage {
+        input_tokens,
+        output_tokens,
+        cost,
+    }))
+}
+
+/// How a JSON value is named in a `wrong_type` error (serde's words).
+fn json_kind(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) => format!("number `{n}`"),
+        Value::String(s) => quote(&format!("string {s:?}")),
+        Value::Array(_) => "array".into(),
+        Value::Object(_) => "map".into(),
+    }
+}
+
 /// Longest error text: serde's messages quote the offending input, which can be as long
 /// as the record; a longer text keeps its head and its tail (where the position is).
 pub const MAX_DECODE_ERROR_BYTES: usize = 320;

@@ -141,3 +141,48 @@ fn wire_form_round_trips() {
     let back = Event::decode(serde_json::to_vec(&e.to_wire()).unwrap().as_slice()).unwrap();
     assert_eq!(e, back);
 }
+
+#[test]
+fn usage_is_kept_on_the_event_and_round_trips() {
+    let e = Event::decode(br#"{"v":1,"event_id":"e1","session_id":"s","ts":5,"type":"turn_end","turn_id":"t","usage":{"input_tokens":1200,"output_tokens":30,"cost":0.25,"cached":1}}"#).unwrap();
+    let usage = Usage {
+        input_tokens: Some(1200),
+        output_tokens: Some(30),
+        cost: Some(0.25),
+    };
+    assert_eq!(
+        e.body,
+        Body::TurnEnd {
+            turn_id: "t".into(),
+            usage: Some(usage)
+        }
+    );
+    assert_eq!(
+        Event::decode(e.to_wire().to_string().as_bytes()).unwrap(),
+        e
+    );
+    let a = Event::decode(br#"{"v":1,"event_id":"e2","session_id":"s","ts":5,"type":"assistant_message","turn_id":"t","text":"ok","usage":{"output_tokens":7}}"#).unwrap();
+    let Body::AssistantMessage { usage, .. } = &a.body else {
+        panic!("{a:?}")
+    };
+    assert_eq!(usage.and_then(|u| u.output_tokens), Some(7));
+    assert_eq!(
+        Event::decode(a.to_wire().to_string().as_bytes()).unwrap(),
+        a
+    );
+}
+
+#[test]
+fn usage_out_of_range_names_the_field() {
+    let err = Event::decode(br#"{"v":1,"event_id":"e1","session_id":"s","ts":5,"type":"turn_end","turn_id":"t","usage":{"input_tokens":-3}}"#).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid field `usage.input_tokens`: -3 not in 0..=100000000"
+    );
+    let err = Event::decode(br#"{"v":1,"event_id":"e1","session_id":"s","ts":5,"type":"turn_end","turn_id":"t","usage":{"cost":"1"}}"#).unwrap_err();
+    assert_eq!(err.reason(), "wrong_type");
+    assert_eq!(
+        err.to_string(),
+        "field `usage.cost`: invalid type: string \"1\", expected a number"
+    );
+}

@@ -483,7 +483,7 @@ pub use set::{Override, PolicySet};
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     #[test]
     fn defaults_follow_the_seeds() {
@@ -501,6 +501,38 @@ mod tests {
         assert_eq!(p.reasoning.reasoning_char_limit, 20_000);
         assert_eq!(p.expect.max_retries, 2);
         assert!(p.enabled(Rule::Cycle));
+    }
+
+    #[test]
+    fn the_policy_version_is_the_effective_policys() {
+        let version = |raw: Value| PolicySet::compile(&raw).unwrap().version().to_string();
+        let default = version(Value::Null);
+        assert_eq!(default.len(), "sha256:".len() + 12, "{default}");
+        assert!(default.starts_with("sha256:"));
+        assert!(default[7..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        // Defaults spelled out, or in another key order, are the same policy.
+        assert_eq!(version(json!({})), default);
+        assert_eq!(
+            version(json!({"budget": {"max_tool_rounds": 250}, "tool": {"window": 6}})),
+            default
+        );
+        assert_eq!(
+            version(json!({"tool": {"window": 8, "repeat_threshold": 4}})),
+            version(json!({"tool": {"repeat_threshold": 4, "window": 8}}))
+        );
+        // Any effective change is another version: a threshold, a switch, an override.
+        let changed = [
+            version(json!({"tool": {"window": 8}})),
+            version(json!({"rules": [{"rule": "tool.cycle", "enabled": false}]})),
+            version(json!({"overrides": [{"tenant": "acme", "set": {"tool": {"window": 8}}}]})),
+            version(json!({"overrides": [{"agent": "acme", "set": {"tool": {"window": 8}}}]})),
+        ];
+        for (i, v) in changed.iter().enumerate() {
+            assert_ne!(*v, default);
+            assert!(changed[..i].iter().all(|w| w != v), "{changed:?}");
+        }
     }
 
     #[test]

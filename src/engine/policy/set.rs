@@ -26,6 +26,8 @@ pub struct PolicySet {
     global: std::sync::Arc<Policy>,
     overrides: Vec<Override>,
     resolved: BTreeMap<(Option<String>, Option<String>), std::sync::Arc<Policy>>,
+    /// `sha256:` and 12 hex chars identifying the effective policy (see `version`).
+    version: std::sync::Arc<str>,
 }
 
 impl Default for PolicySet {
@@ -85,6 +87,7 @@ impl PolicySet {
             global: std::sync::Arc::new(global),
             overrides,
             resolved: BTreeMap::new(),
+            version: std::sync::Arc::from(""),
         };
         if problems.is_empty() {
             set.check_combinations(&mut problems);
@@ -96,7 +99,36 @@ impl PolicySet {
         for key in resolved.keys() {
             set.resolve(key.0.as_deref(), key.1.as_deref());
         }
+        set.version = set.fingerprint().into();
         Ok(set)
+    }
+
+    /// The policy version every verdict carries: `sha256:` and the first 12 hex chars of
+    /// SHA-256 over the canonical JSON (keys sorted, no whitespace) of the effective global
+    /// policy and of the effective policy of every (tenant, agent) the overrides name.
+    /// Defaults are included, so the same configuration gives the same version in `serve`
+    /// and `replay`, and a release that changes a default changes it too. Computed once.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let policy = |p: &Policy| serde_json::to_value(p).unwrap_or(Value::Null);
+        let overrides: Vec<Value> = self
+            .resolved
+            .iter()
+            .map(|((tenant, agent), p)| {
+                serde_json::json!({"tenant": tenant, "agent": agent, "policy": policy(p)})
+            })
+            .collect();
+        let table = serde_json::json!({"global": policy(&self.global), "overrides": overrides});
+        let digest = Sha256::digest(crate::engine::canon::canonical(&table).as_bytes());
+        let mut version = String::from("sha256:");
+        for b in &digest[..6] {
+            version.push_str(&format!("{b:02x}"));
+        }
+        version
     }
 
     pub fn global(&self) -> &std::sync::Arc<Policy> {

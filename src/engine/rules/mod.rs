@@ -154,6 +154,7 @@ impl SessionState {
         };
         let cx = &mut Cx {
             policy: outer.policy,
+            policy_version: outer.policy_version,
             meta: outer.meta,
             turn_id: call_turn.as_deref().or(outer.turn_id),
             out: &mut *outer.out,
@@ -214,7 +215,7 @@ impl SessionState {
                     report.gave_up += self.request.text.on_content(text, &mut turn.ladder, cx);
                 }
             }
-            Body::TurnEnd { turn_id } => {
+            Body::TurnEnd { turn_id, .. } => {
                 let made_calls = self.turn.as_ref().is_some_and(|t| t.tool_calls > 0);
                 self.request.required.on_turn_end(made_calls, cx);
                 if let Some(open) = self

@@ -15,7 +15,7 @@ The wire contract is docs/contract.md of the loopguard repository.
 
 from .aio import AsyncGuard, AsyncSession
 from .client import Guard, GuardConfig, GuardError, Session
-from .types import Action, Directives, Effect, Evidence, Limits, Stats, Verdict, output_hash
+from .types import Action, Directives, Effect, Evidence, Limits, LoopCost, Stats, Usage, Verdict, output_hash
 from .validate import ValidationError
 
 __all__ = [
@@ -29,8 +29,10 @@ __all__ = [
     "GuardConfig",
     "GuardError",
     "Limits",
+    "LoopCost",
     "Session",
     "Stats",
+    "Usage",
     "ValidationError",
     "Verdict",
     "output_hash",

@@ -11,7 +11,7 @@ import time
 from typing import Any, AsyncIterator, List, Optional
 
 from .client import Guard, GuardConfig, Session, SessionCore, VerdictCallback, _Waiter
-from .types import Evidence, Limits, Stats, Verdict
+from .types import Evidence, Limits, Stats, Usage, Verdict
 
 
 class AsyncGuard:
@@ -125,11 +125,13 @@ class AsyncSession:
     async def content(self, chunk: str, *, turn_id: Optional[str] = None) -> None:
         self._sync.content(chunk, turn_id=turn_id)
 
-    async def assistant_message(self, text: str, *, turn_id: Optional[str] = None) -> None:
-        self._sync.assistant_message(text, turn_id=turn_id)
+    async def assistant_message(
+        self, text: str, *, turn_id: Optional[str] = None, usage: Optional[Usage] = None
+    ) -> None:
+        self._sync.assistant_message(text, turn_id=turn_id, usage=usage)
 
-    async def turn_end(self, *, turn_id: Optional[str] = None) -> None:
-        self._sync.turn_end(turn_id=turn_id)
+    async def turn_end(self, *, turn_id: Optional[str] = None, usage: Optional[Usage] = None) -> None:
+        self._sync.turn_end(turn_id=turn_id, usage=usage)
 
     async def compaction(self) -> None:
         self._sync.compaction()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from .reader import VerdictReader
-from .types import Evidence, Limits, Stats, Verdict
+from .types import Evidence, Limits, Stats, Usage, Verdict
 from .validate import check_event
 
 log = logging.getLogger("loopguard")
@@ -585,11 +585,21 @@ class Session:
     def content(self, chunk: str, *, turn_id: Optional[str] = None) -> None:
         self._send("content", {"turn_id": self._core.turn_id(turn_id), "text": chunk})
 
-    def assistant_message(self, text: str, *, turn_id: Optional[str] = None) -> None:
-        self._send("assistant_message", {"turn_id": self._core.turn_id(turn_id), "text": text})
+    def assistant_message(
+        self, text: str, *, turn_id: Optional[str] = None, usage: Optional[Usage] = None
+    ) -> None:
+        """`usage`: what the response used, when the model API says (optional)."""
+        fields: Dict[str, Any] = {"turn_id": self._core.turn_id(turn_id), "text": text}
+        if usage is not None:
+            fields["usage"] = usage.to_wire()
+        self._send("assistant_message", fields)
 
-    def turn_end(self, *, turn_id: Optional[str] = None) -> None:
-        self._send("turn_end", {"turn_id": self._core.end_turn(turn_id)})
+    def turn_end(self, *, turn_id: Optional[str] = None, usage: Optional[Usage] = None) -> None:
+        """`usage`: what the response used, when the model API says (optional)."""
+        fields: Dict[str, Any] = {"turn_id": self._core.end_turn(turn_id)}
+        if usage is not None:
+            fields["usage"] = usage.to_wire()
+        self._send("turn_end", fields)
 
     def compaction(self) -> None:
         self._send("compaction", {})

@@ -54,6 +54,13 @@ class Verdict:
     tenant: Optional[str] = None
     agent: Optional[str] = None
     model: Optional[str] = None
+    # False for a verdict in observe mode: counted by the guard, not to be acted on. Guards
+    # that do not write the field enforce every verdict, so absent reads as True.
+    enforce: bool = True
+    # The policy that produced the verdict (`sha256:` + 12 hex); None from older guards.
+    policy_version: Optional[str] = None
+    # What the loop has cost so far; not written by guards that do not account usage.
+    loop_cost: Optional["LoopCost"] = None
     # Where it was read, and when (time.time() of this process): for latency and debugging.
     partition: int = -1
     offset: int = -1
@@ -89,6 +96,9 @@ class Verdict:
         if not isinstance(attempt, int):
             raise ValueError("verdict field attempt missing or not an integer")
         evidence = raw.get("evidence")
+        enforce = raw.get("enforce", True)
+        if not isinstance(enforce, bool):
+            raise ValueError("verdict field enforce is not a boolean")
         return cls(
             verdict_id=text("verdict_id"),
             session_id=text("session_id"),
@@ -109,10 +119,62 @@ class Verdict:
             tenant=opt("tenant"),
             agent=opt("agent"),
             model=opt("model"),
+            enforce=enforce,
+            policy_version=opt("policy_version"),
+            loop_cost=LoopCost.from_wire(raw.get("loop_cost")),
             partition=partition,
             offset=offset,
             received_at=received_at,
         )
+
+
+@dataclass(frozen=True)
+class LoopCost:
+    """What a detected loop has cost so far (a verdict's `loop_cost`; every part optional)."""
+
+    tokens: Optional[int] = None
+    seconds: Optional[float] = None
+    cost: Optional[float] = None
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> Optional["LoopCost"]:
+        """None when absent or not an object; parts of the wrong type are left out."""
+        if not isinstance(raw, Mapping):
+            return None
+
+        def number(name: str) -> Optional[float]:
+            value = raw.get(name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return None
+            return float(value)
+
+        tokens = raw.get("tokens")
+        return cls(
+            tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+            seconds=number("seconds"),
+            cost=number("cost"),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one model response used (sent on `turn_end` or `assistant_message`).
+
+    Token counts are integers in 0..100,000,000, `cost` a number in 0..1,000,000 (the
+    operator's currency); the guard dead-letters an event outside those bounds.
+    """
+
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
+    cost: Optional[float] = None
+
+    def to_wire(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for name in ("input_tokens", "output_tokens", "cost"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
 
 
 def output_hash(output: Any) -> str:

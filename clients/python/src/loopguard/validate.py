@@ -7,6 +7,7 @@ runtime's developer which field is wrong at the line that built it.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Mapping
 
 # docs/contract.md, "Common fields" and the name bounds below the table.
@@ -19,6 +20,9 @@ MAX_EVIDENCE_STRING = 1024
 MAX_EVENT_BYTES = 1_000_000
 
 EFFECTS = ("mutation", "read", "none", "unknown")
+# docs/contract.md, "usage": per model response.
+MAX_USAGE_TOKENS = 100_000_000
+MAX_USAGE_COST = 1_000_000
 
 
 class ValidationError(ValueError):
@@ -69,6 +73,8 @@ def check_event(event: Mapping[str, Any]) -> bytes:
         rounds = event["limits"].get("max_tool_rounds")
         if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
             raise ValidationError("limits.max_tool_rounds", "must be an integer >= 1")
+    if kind in ("turn_end", "assistant_message") and event.get("usage") is not None:
+        _check_usage(event["usage"])
     if kind in ("tool_call", "tool_result"):
         _string(event, "call_id", 1, MAX_NAME, True)
         _string(event, "tool", 1, MAX_NAME, True)
@@ -125,3 +131,23 @@ def _check_evidence(evidence: Any) -> None:
     ni = evidence.get("new_info")
     if ni is not None and not isinstance(ni, bool):
         raise ValidationError("evidence.new_info", "must be a boolean")
+
+
+def _check_usage(usage: Any) -> None:
+    """As the guard checks it: integers (tokens) and a finite number (cost), in range."""
+    if not isinstance(usage, Mapping):
+        raise ValidationError("usage", "must be an object")
+    for name in ("input_tokens", "output_tokens"):
+        value = usage.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(f"usage.{name}", f"must be an integer, not {type(value).__name__}")
+        if not 0 <= value <= MAX_USAGE_TOKENS:
+            raise ValidationError(f"usage.{name}", f"must be in 0..{MAX_USAGE_TOKENS} (got {value})")
+    cost = usage.get("cost")
+    if cost is not None:
+        if isinstance(cost, bool) or not isinstance(cost, (int, float)):
+            raise ValidationError("usage.cost", f"must be a number, not {type(cost).__name__}")
+        if not (math.isfinite(cost) and 0 <= cost <= MAX_USAGE_COST):
+            raise ValidationError("usage.cost", f"must be a finite number in 0..{MAX_USAGE_COST} (got {cost})")
