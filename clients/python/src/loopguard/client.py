@@ -373,10 +373,10 @@ class Guard:
 
 
 def _is_marker(msg: Message) -> bool:
-    for k, v in msg.headers() or ():
-        if k == MARKER_HEADER:
-            return v == MARKER_KIND
-    return False
+    headers = msg.headers()
+    if isinstance(headers, dict):
+        return headers.get(MARKER_HEADER) == MARKER_KIND
+    return any(k == MARKER_HEADER and v == MARKER_KIND for k, v in headers or [])
 
 
 def _start_offsets(base: Dict[str, Any], cfg: GuardConfig) -> Dict[int, int]:
