@@ -133,7 +133,13 @@ fn similar_calls_in_one_response_are_a_plan() {
     s.turn_end();
     for (d, (_, call)) in calls.iter().enumerate() {
         let out = format!("flights-{d}");
-        s.result(call, "search_direct_flight", true, None, Some(ev(json!({"output_hash": out}))));
+        s.result(
+            call,
+            "search_direct_flight",
+            true,
+            None,
+            Some(ev(json!({"output_hash": out}))),
+        );
     }
     let v = run(&s.events);
     assert!(of_rule(&v, Rule::FuzzyRepeat).is_empty(), "{v:#?}");
@@ -161,8 +167,84 @@ fn near_repeats_before_their_results_steer_not_block() {
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::FuzzyRepeat);
     assert_eq!(hits.len(), 1, "{v:#?}");
-    assert_eq!((hits[0].event_id.as_str(), hits[0].action), (third.as_str(), Action::Steer));
+    assert_eq!(
+        (hits[0].event_id.as_str(), hits[0].action),
+        (third.as_str(), Action::Steer)
+    );
     assert_eq!(hits[0].evidence["results_in"], false);
+}
+
+/// Issue 20 (7): the same certificate sent three times, a new id back each time and other
+/// successful changes in between: a duplicated side effect, the costliest loop there is.
+#[test]
+fn a_side_effect_repeated_is_blocked_whatever_its_outputs() {
+    let mut s = Script::new("s");
+    s.user("Send the course certificate to the student.");
+    let args = json!({"student_id": "st-1042", "course": "ML-201", "template": "default"});
+    let mut sends = Vec::new();
+    for n in 0..3 {
+        sends.push(s.round(
+            "send_certificate",
+            args.clone(),
+            Some(ev(json!({"output_hash": format!("cert-{n}")}))),
+        ));
+        s.round(
+            "update_student_record",
+            json!({"student_id": "st-1042", "note": format!("sent {n}")}),
+            None,
+        );
+    }
+    let v = run(&s.events);
+    let blocks = of_rule(&v, Rule::ExactRepeat);
+    assert_eq!(blocks.len(), 1, "{v:#?}");
+    assert_eq!(
+        (blocks[0].event_id.as_str(), blocks[0].action),
+        (sends[2].as_str(), Action::Block)
+    );
+    assert_eq!(blocks[0].evidence["repeated_effect"], true);
+}
+
+/// The same shell command re-run between edits (staging, building, installing) is work.
+#[test]
+fn a_shell_command_re_run_between_edits_is_work() {
+    let mut s = Script::new("s");
+    s.user("Fix the failing tests and stage the changes.");
+    for n in 0..4 {
+        s.round(
+            "edit_file",
+            json!({"path": format!("src/m{n}.py"), "old": "x", "new": "y"}),
+            None,
+        );
+        s.round(
+            "bash",
+            json!({"command": "git add -A"}),
+            Some(ev(json!({"effect": "mutation"}))),
+        );
+    }
+    let v = run(&s.events);
+    assert!(strong(&v).is_empty(), "{v:#?}");
+}
+
+/// Issue 20 (8): a short, fixed error text the tool keeps returning for different actions is
+/// one failure, not three unrelated ones.
+#[test]
+fn a_short_fixed_error_for_different_actions_is_the_same_failure() {
+    let mut s = Script::new("s");
+    s.user("Buy the cheapest red mug.");
+    let mut results = Vec::new();
+    for action in ["click[Buy Now]", "click[buy now]", "click[Add to cart]"] {
+        s.new_turn();
+        let (_, call) = s.call("webshop", json!({"action": action}));
+        s.turn_end();
+        results.push(s.result(&call, "webshop", false, Some("Invalid action!"), None));
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::ErrorRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(
+        (hits[0].event_id.as_str(), hits[0].action),
+        (results[2].as_str(), Action::Steer)
+    );
 }
 
 #[test]

@@ -135,9 +135,10 @@ impl Default for ToolPolicy {
                 "multi_edit",
             ]),
             mutation_verbs: strings(&[
-                "add", "apply", "book", "cancel", "create", "delete", "edit", "exchange", "insert",
-                "install", "modify", "move", "patch", "post", "put", "remove", "rename", "replace",
-                "reset", "return", "set", "transfer", "undo", "update", "upsert", "write",
+                "add", "apply", "book", "cancel", "charge", "create", "delete", "edit", "exchange",
+                "grant", "insert", "install", "modify", "move", "patch", "pay", "post", "put",
+                "refund", "remove", "rename", "replace", "reset", "return", "send", "set",
+                "transfer", "undo", "update", "upsert", "write",
             ]),
             no_change_steer_rounds: 3,
             no_change_abort_rounds: 5,

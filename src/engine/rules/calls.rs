@@ -46,6 +46,7 @@ pub struct CallRecord {
     pub answered: bool,
 }
 
+/// Fields added to the state later: what a checkpoint written before them restores to.
 fn answered_before_this_field() -> bool {
     true
 }
@@ -285,6 +286,10 @@ pub fn sig_of(tool: &str, canonical_args: &str) -> u64 {
 pub struct Mutation {
     pub at: u64,
     pub sig: u64,
+    /// False when the result's evidence proved the state unchanged (`state_before` equal to
+    /// `state_after`): a mutation that did nothing is not a side effect repeated.
+    #[serde(default = "answered_before_this_field")]
+    pub effect: bool,
 }
 
 /// Mutations remembered (enough for any window: older ones precede every call in it).
@@ -352,9 +357,14 @@ impl CallWindow {
         self.made
     }
 
-    /// A call (of signature `sig`) changed the world successfully.
-    pub fn record_mutation(&mut self, sig: u64) {
-        self.mutations.push_back(Mutation { at: self.made, sig });
+    /// A call (of signature `sig`) changed the world successfully (`effect`: false when its
+    /// evidence proved nothing changed).
+    pub fn record_mutation(&mut self, sig: u64, effect: bool) {
+        self.mutations.push_back(Mutation {
+            at: self.made,
+            sig,
+            effect,
+        });
         if self.mutations.len() > MAX_MUTATIONS {
             self.mutations.pop_front();
         }
@@ -370,6 +380,15 @@ impl CallWindow {
         self.mutations
             .iter()
             .any(|m| m.at >= earlier.at && m.at < now.at && m.sig != now.sig)
+    }
+
+    /// How many times a call of signature `sig` changed the world successfully among the
+    /// mutations remembered for the window.
+    pub fn effects_of(&self, sig: u64) -> usize {
+        self.mutations
+            .iter()
+            .filter(|m| m.sig == sig && m.effect)
+            .count()
     }
 
     /// The `n` most recent calls before the newest one that still look at the same world.

@@ -28,12 +28,27 @@ pub fn normalize(error: &str) -> String {
     out
 }
 
-/// An error text that says nothing about the failure (empty, `error`, `exit code 1`): two
-/// calls failing with it did not fail "the same way" unless they are the same call and
-/// their outputs agree.
+/// An error text that says nothing about the failure (empty, `error`, `exit code 1`, `no
+/// matches`): two calls failing with it did not fail "the same way" unless they are the
+/// same call and their outputs agree. A short text of its own ("Invalid action!", "Flight
+/// not available") does say something: a tool that keeps returning it for different calls
+/// keeps failing the same way (issue 20, item 8).
 fn uninformative(normalized: &str) -> bool {
-    normalized.split(' ').filter(|w| !w.is_empty()).count() < 3 && normalized.len() < 24
+    normalized
+        .split(|c: char| !c.is_alphabetic())
+        .filter(|w| !w.is_empty())
+        .all(|w| GENERIC_WORDS.iter().any(|g| g.eq_ignore_ascii_case(w)))
 }
+
+/// The words of error texts that say only that something failed (numbers and punctuation
+/// aside): `Error`, `exit code 1`, `command failed with exit status 2`, `No matches found`,
+/// `null`, `(empty output)`.
+const GENERIC_WORDS: &[&str] = &[
+    "error", "errors", "err", "failed", "failure", "fail", "exit", "exited", "code", "status",
+    "returned", "return", "with", "non", "nonzero", "zero", "command", "process", "no", "none",
+    "null", "nil", "empty", "output", "result", "results", "match", "matches", "found", "nothing",
+    "unknown", "an", "a", "the", "occurred",
+];
 
 /// What identifies a failure: its error text, and for an uninformative one the output the
 /// runtime hashed (`evidence.output_hash`). `None` when nothing identifies it (an
@@ -197,7 +212,32 @@ impl SameFailures {
 
 #[cfg(test)]
 mod tests {
-    use super::normalize;
+    use super::{normalize, uninformative};
+
+    #[test]
+    fn only_generic_texts_are_uninformative() {
+        for generic in [
+            "",
+            "error",
+            "Error: 1",
+            "exit code 1",
+            "Command failed with exit status 2",
+            "No matches found",
+            "(empty output)",
+            "null",
+        ] {
+            assert!(uninformative(&normalize(generic)), "{generic}");
+        }
+        for own in [
+            "Invalid action!",
+            "Flight not available",
+            "Timeout",
+            "Permission denied",
+            "not found: foo",
+        ] {
+            assert!(!uninformative(&normalize(own)), "{own}");
+        }
+    }
 
     proptest::proptest! {
         /// `normalize` is `split_whitespace` joined by single spaces, in any text (ASCII

@@ -1,7 +1,10 @@
 //! `tool.exact_repeat` (seed 000): the same tool with the same canonical args 3 times in
 //! the last 6 calls -> block the call and stop the round's remaining calls. A call made
 //! after a successful mutation since its previous occurrence looks at a changed world and
-//! does not count (ours, from real coding-agent traces).
+//! does not count (ours, from real coding-agent traces). A side effect repeated is the
+//! exception: a call (other than a shell command) that already succeeded as a mutation
+//! twice with these arguments is blocked on the third, whatever its outputs (a new id each
+//! time) and whatever changed in between: another email, refund or booking (ours).
 
 use super::calls::{polling_with_progress, CallWindow};
 use crate::engine::emit::{Cx, Finding};
@@ -27,10 +30,17 @@ impl ExactRepeat {
             .repeatable(p.window - 1)
             .filter(|c| c.sig == call.sig)
             .collect();
-        if matches.len() + 1 < p.repeat_threshold || !cx.enabled(Rule::ExactRepeat) {
+        let effects = window.effects_of(call.sig);
+        // Shell commands re-run builds and installs between edits on purpose: not counted.
+        let repeated_effect =
+            effects + 1 >= p.repeat_threshold && !p.shell_tools.iter().any(|t| t == &call.tool);
+        if !cx.enabled(Rule::ExactRepeat) {
             return false;
         }
-        if polling_with_progress(matches.iter().copied()) {
+        if !repeated_effect
+            && (matches.len() + 1 < p.repeat_threshold
+                || polling_with_progress(matches.iter().copied()))
+        {
             return false;
         }
         self.blocks = if self.last_sig == call.sig {
@@ -39,14 +49,28 @@ impl ExactRepeat {
             1
         };
         self.last_sig = call.sig;
-        let msg = format!(
-            "Blocked: `{}` was called with the same arguments {} times in the last {} calls. \
-             It will not give a different answer; change approach or report what you have.",
-            call.tool,
-            matches.len() + 1,
-            p.window
-        );
-        let evidence = json!({"tool": call.tool, "count": matches.len() + 1, "window": p.window, "args_hash": format!("{:016x}", call.sig)});
+        let (msg, count) = if repeated_effect {
+            let msg = format!(
+                "Blocked: `{}` already succeeded {} times with these same arguments; calling it \
+                 again repeats its effect (another message, refund or booking). Check what the \
+                 earlier calls did, and tell the user, instead of doing it again.",
+                call.tool, effects
+            );
+            (msg, effects + 1)
+        } else {
+            let msg = format!(
+                "Blocked: `{}` was called with the same arguments {} times in the last {} calls. \
+                 It will not give a different answer; change approach or report what you have.",
+                call.tool,
+                matches.len() + 1,
+                p.window
+            );
+            (msg, matches.len() + 1)
+        };
+        let mut evidence = json!({"tool": call.tool, "count": count, "window": p.window, "args_hash": format!("{:016x}", call.sig)});
+        if repeated_effect {
+            evidence["repeated_effect"] = true.into();
+        }
         cx.emit(Finding::new(Rule::ExactRepeat, Action::Block, msg, evidence).attempt(self.blocks));
         true
     }

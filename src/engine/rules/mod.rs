@@ -347,7 +347,10 @@ impl SessionState {
                 Some(Effect::Unknown) | None => pending.mutates,
             };
         if mutated {
-            req.window.record_mutation(pending.sig);
+            let unchanged = evidence
+                .as_ref()
+                .is_some_and(|e| e.state_before.is_some() && e.state_before == e.state_after);
+            req.window.record_mutation(pending.sig, !unchanged);
             if pending.restores {
                 req.reverts.on_restored(pending.sig);
             }
