@@ -645,14 +645,17 @@ def shell_targets():
 
 
 def fuzzy_changing():
-    # The same search rephrased three times, each answer different: a fuzzy repeat whose
-    # results change only steers.
+    # The same search rephrased four times. The third follows two tries that each got an
+    # answer of its own: nothing (each changed what the agent knows). The fourth follows an
+    # answer seen again among changing ones: a fuzzy repeat whose results change only
+    # steers, once for the group.
     s = Session("fuzzy-changing", who=WHO)
     s.user("Find the retry settings.")
-    for i, q in enumerate(["where are the http client retry settings configured in the repo",
-                           "where are the http client retry settings configured in the repo?",
-                           "where are http client retry settings configured in this repo"]):
-        s.round("search", {"query": q}, evidence={"effect": "read", "output_hash": f"r{i}"})
+    for q, out in [("where are the http client retry settings configured in the repo", "r0"),
+                   ("where are the http client retry settings configured in the repo?", "r1"),
+                   ("where are http client retry settings configured in this repo", "r1"),
+                   ("where are the http client retry settings configured in this repo", "r3")]:
+        s.round("search", {"query": q}, evidence={"effect": "read", "output_hash": out})
     return s.lines()
 
 

@@ -103,9 +103,13 @@ fn shell_commands_that_write_or_run_different_files_are_not_similar() {
 #[test]
 fn fuzzy_repeats_block_only_when_the_results_do_not_change() {
     let q = |i: usize| json!({"query": format!("where are the http client retry settings configured{}", "?".repeat(i))});
+    // The results each call got; what the last call gets. Every try with an answer of its
+    // own gets nothing (issue 20, item 3: each changed what the agent knows); an answer
+    // seen again among changing ones, a steer; the same answer every time, a block.
     for (outputs, action) in [
-        (["a", "a", "a"], Action::Block),
-        (["a", "b", "c"], Action::Steer),
+        (&["a", "a", "a"][..], Some(Action::Block)),
+        (&["a", "b", "c"][..], None),
+        (&["a", "b", "b", "c"][..], Some(Action::Steer)),
     ] {
         let mut s = Script::new("s");
         s.user("find it");
@@ -115,11 +119,12 @@ fn fuzzy_repeats_block_only_when_the_results_do_not_change() {
         }
         let v = run(&s.events);
         let hits = of_rule(&v, Rule::FuzzyRepeat);
-        assert_eq!(hits.len(), 1, "{v:#?}");
-        assert_eq!(
-            (hits[0].event_id.as_str(), hits[0].action),
-            (last.as_str(), action)
-        );
+        let got: Vec<_> = hits
+            .iter()
+            .map(|h| (h.event_id.as_str(), h.action))
+            .collect();
+        let want: Vec<_> = action.map(|a| (last.as_str(), a)).into_iter().collect();
+        assert_eq!(got, want, "{outputs:?}: {v:#?}");
     }
 }
 

@@ -247,6 +247,48 @@ fn a_short_fixed_error_for_different_actions_is_the_same_failure() {
     );
 }
 
+/// Near-identical edits of one file, each failing with output `outputs[i]`; returns the
+/// verdicts and the calls' event ids.
+fn failing_edits(outputs: &[&str]) -> (Vec<loopguard::engine::verdict::Verdict>, Vec<String>) {
+    let mut s = Script::new("s");
+    s.user("Fix the handler.");
+    let mut ids = Vec::new();
+    for (n, out) in outputs.iter().enumerate() {
+        s.new_turn();
+        let (id, call) = s.call(
+            "edit",
+            json!({"path": "pydicom/handler.py", "command": format!("edit 287:295\n    required = ['BitsAllocated', 'Rows', 'Columns', 'SamplesPerPixel']\n    if missing:{n}")}),
+        );
+        s.turn_end();
+        s.result(
+            &call,
+            "edit",
+            false,
+            Some("Your proposed edit has introduced new syntax error(s)."),
+            Some(ev(json!({"output_hash": out}))),
+        );
+        ids.push(id);
+    }
+    (run(&s.events), ids)
+}
+
+/// Issue 20 (3): one steer per group of similar calls, and none while every try gets an
+/// answer of its own.
+#[test]
+fn a_group_of_similar_calls_gets_one_steer() {
+    let (v, ids) = failing_edits(&["a", "b", "b", "c", "d", "e"]);
+    let hits = of_rule(&v, Rule::FuzzyRepeat);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    // The third edit follows two that got answers of their own: no steer; the fourth
+    // follows a repeated answer.
+    assert_eq!(
+        (hits[0].event_id.as_str(), hits[0].action),
+        (ids[3].as_str(), Action::Steer)
+    );
+    let (v, _) = failing_edits(&["a", "b", "c", "d", "e", "f"]);
+    assert!(of_rule(&v, Rule::FuzzyRepeat).is_empty(), "{v:#?}");
+}
+
 #[test]
 fn paging_through_a_file_is_work() {
     let mut s = Script::new("s");

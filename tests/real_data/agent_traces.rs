@@ -14,7 +14,7 @@ const DIR: &str = "tests/data/real/agent-traces";
 
 /// Soft verdicts accepted on sessions labelled healthy, each with why a person would accept
 /// it: (session, rule, action, call number).
-const ACCEPTED_SOFT: [(&str, &str, &str, usize, &str); 4] = [
+const ACCEPTED_SOFT: [(&str, &str, &str, usize, &str); 2] = [
     (
         "ext-mini-dj13964",
         "tool.revert_cycle",
@@ -22,26 +22,16 @@ const ACCEPTED_SOFT: [(&str, &str, &str, usize, &str); 4] = [
         97,
         "the third restore of related.py.orig: the flailing the label describes",
     ),
-    (
-        "ext-swea-i_got_id_demo",
-        "tool.fuzzy_repeat",
-        "steer",
-        12,
-        "the same upload with its two form fields swapped, after a near-identical one: a steer, not a block, since every answer differed",
-    ),
-    (
-        "ext-swea-pydicom1458",
-        "tool.fuzzy_repeat",
-        "steer",
-        8,
-        "the same 9-line edit rejected by the linter, proposed a third time (label: at most a warning at t8)",
-    ),
+    // Before issue 20 (item 3) two more: i_got_id_demo's call 12 (an upload with its two
+    // form fields swapped, every earlier answer different: now nothing) and pydicom1458's
+    // call 8 (a third edit after two that got answers of their own: now nothing).
     (
         "ext-swea-pydicom1458",
         "tool.fuzzy_repeat",
         "steer",
         9,
-        "the fourth try, which works: steered (the results differed), never blocked",
+        "the fourth try of the same 9-line edit after the linter rejected the third as it did \
+         the second (label: at most a warning): one steer for the group, never a block",
     ),
 ];
 

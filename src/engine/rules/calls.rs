@@ -455,6 +455,19 @@ pub fn results_differ<'a>(calls: impl Iterator<Item = &'a CallRecord>) -> bool {
     false
 }
 
+/// Every one of these calls has its result in, and no two results are the same: each try
+/// got an answer of its own.
+pub fn results_all_distinct<'a>(calls: impl Iterator<Item = &'a CallRecord>) -> bool {
+    let mut seen = Vec::new();
+    for c in calls {
+        match c.result() {
+            Some(r) if c.answered && !seen.contains(&r) => seen.push(r),
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// Polling with progress (ours): the two most recent earlier matches both reported an
 /// output hash and the outputs differ, so the repeat is polling that sees change.
 pub fn polling_with_progress<'a>(matches: impl DoubleEndedIterator<Item = &'a CallRecord>) -> bool {

@@ -1,13 +1,14 @@
 //! `tool.fuzzy_repeat` (seed 000): same tool, serialized args of at least 50 chars, 3-gram
 //! Jaccard of at least 0.8, 3 times in the last 6 calls: block, or only steer when the
 //! similar calls' results differ from each other or have not all come back (authority
-//! after 004: "the results agree" needs results). Calls that differ in an identity key
+//! after 004: "the results agree" needs results); one steer per group of similar calls,
+//! none when every earlier try got an answer of its own. Calls that differ in an identity key
 //! (path, url, page, offset, the files a shell command writes or runs) are never similar,
 //! calls made after a successful mutation since the earlier one do not count, and calls of
 //! one model response are never compared with each other: six searches for six dates in
 //! one response are a plan, not a loop (ours).
 
-use super::calls::{results_differ, similarity, CallWindow};
+use super::calls::{results_all_distinct, results_differ, similarity, CallRecord, CallWindow};
 use crate::engine::emit::{Cx, Finding};
 use crate::engine::verdict::{Action, Rule};
 use serde::{Deserialize, Serialize};
@@ -17,9 +18,34 @@ use serde_json::json;
 pub struct FuzzyRepeat {
     blocks: u32,
     last_tool: String,
+    /// Positions (`at`) of the calls of the group last steered, newest last: a group of
+    /// similar calls gets one steer (issue 20, item 3).
+    #[serde(default)]
+    steered: Vec<u64>,
 }
 
+/// Positions of a steered group remembered (the window is 6 by default).
+const GROUP_KEEP: usize = 16;
+
 impl FuzzyRepeat {
+    /// True when a steer on the call at `at`, similar to `similar`, should be given: not
+    /// when every earlier try got an answer of its own (each changed what the agent knows),
+    /// nor when the group already had its steer (the call joins the group either way).
+    fn first_steer_of_group(&mut self, at: u64, similar: &[&CallRecord]) -> bool {
+        if results_all_distinct(similar.iter().copied()) {
+            return false;
+        }
+        let same_group = similar.iter().any(|c| self.steered.contains(&c.at));
+        if !same_group {
+            self.steered.clear();
+            self.steered.extend(similar.iter().map(|c| c.at));
+        }
+        self.steered.push(at);
+        let over = self.steered.len().saturating_sub(GROUP_KEEP);
+        self.steered.drain(..over);
+        !same_group
+    }
+
     pub fn on_call(&mut self, window: &CallWindow, cx: &mut Cx) -> bool {
         let p = &cx.policy.tool;
         let Some(call) = window.newest() else {
@@ -61,6 +87,9 @@ impl FuzzyRepeat {
         } else {
             Action::Block
         };
+        if action == Action::Steer && !self.first_steer_of_group(call.at, &similar) {
+            return false;
+        }
         self.blocks = if self.last_tool == call.tool {
             self.blocks + 1
         } else {
