@@ -1,7 +1,7 @@
 //! `scripts/score_traces.py`, the scorer docs/tuning.md and docs/benchmarks.md run, against
 //! this build over the labelled real sessions: the same figures as
 //! tests/real_data/agent_traces.rs pins in-process (4/4 loops, no block or abort on healthy
-//! work, the 4 accepted soft verdicts). Needs python3 (as scripts/test.sh does).
+//! work, the 2 accepted soft verdicts). Needs python3 (as scripts/test.sh does).
 
 use std::process::Command;
 
@@ -20,10 +20,8 @@ fn the_scorer_gives_the_documented_figures() {
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         "  soft  ext-mini-dj13964: tool.revert_cycle steer at call 97\n\
-         \x20 soft  ext-swea-i_got_id_demo: tool.fuzzy_repeat steer at call 12\n\
-         \x20 soft  ext-swea-pydicom1458: tool.fuzzy_repeat steer at call 8\n\
          \x20 soft  ext-swea-pydicom1458: tool.fuzzy_repeat steer at call 9\n\
-         loops caught 4/4, block/abort on healthy work 0, other verdicts on healthy work 4\n"
+         loops caught 4/4, block/abort on healthy work 0, other verdicts on healthy work 2\n"
     );
 }
 
