@@ -6,7 +6,6 @@
 
 use rdkafka::message::{Header, OwnedHeaders};
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, Instant};
 
 /// The header that tells a marker from a verdict without decoding the value.
 pub const KIND_HEADER: &str = "loopguard-kind";
@@ -48,33 +47,24 @@ pub fn headers() -> OwnedHeaders {
     })
 }
 
-/// One partition's marker bookkeeping: how far its events are judged, how far that has
-/// been written, and since when judged events wait for their marker.
+/// One partition's marker bookkeeping: how far its events are judged, and how far that
+/// has been written.
 #[derive(Debug, Default)]
 pub struct Judged {
     /// The offset after the last event judged.
     through: Option<i64>,
     /// The `through_offset` of the last marker written.
     marked: Option<i64>,
-    /// When the first event not yet covered by a marker was judged.
-    waiting_since: Option<Instant>,
 }
 
 impl Judged {
-    /// Notes the event at `offset` judged (verdicts written, or dead-lettered) at `now`.
-    pub fn judged(&mut self, offset: i64, now: Instant) {
+    /// Notes the event at `offset` judged (verdicts written, or dead-lettered).
+    pub fn judged(&mut self, offset: i64) {
         self.through = Some(self.through.map_or(offset + 1, |t| t.max(offset + 1)));
-        self.waiting_since.get_or_insert(now);
-    }
-
-    /// Since when judged events wait for a marker (None: every judged event is covered).
-    pub fn waiting_since(&self) -> Option<Instant> {
-        self.waiting_since
     }
 
     /// The `through_offset` of the marker to write now, if one is owed; noted as written.
     pub fn take_due(&mut self) -> Option<i64> {
-        self.waiting_since = None;
         let through = self.through?;
         if self.marked.is_some_and(|m| m >= through) {
             return None;
@@ -84,48 +74,29 @@ impl Judged {
     }
 }
 
-/// How long the stream loop may wait for its next event while markers are owed: not at
-/// all when one has been owed for `max` (write them now), else zero (the consumer's queue
-/// is only looked at: an empty one means the burst is over and the markers are written).
-pub fn poll_wait(oldest: Option<Instant>, until_due: Duration) -> Duration {
-    match oldest {
-        Some(_) => Duration::ZERO,
-        None => until_due,
-    }
-}
-
-/// True when markers owed since `oldest` must be written now, whatever comes next.
-pub fn overdue(oldest: Option<Instant>, now: Instant, max: Duration) -> bool {
-    oldest.is_some_and(|t| now.saturating_duration_since(t) >= max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_marker_covers_every_judged_event_once() {
-        let now = Instant::now();
         let mut j = Judged::default();
         assert_eq!(j.take_due(), None);
-        j.judged(7, now);
-        j.judged(8, now);
-        assert_eq!(j.waiting_since(), Some(now));
+        j.judged(7);
+        j.judged(8);
         assert_eq!(j.take_due(), Some(9));
-        assert_eq!(j.waiting_since(), None);
         assert_eq!(j.take_due(), None, "nothing new judged: no second marker");
-        j.judged(9, now);
+        j.judged(9);
         assert_eq!(j.take_due(), Some(10));
     }
 
     #[test]
     fn markers_never_go_back() {
-        let now = Instant::now();
         let mut j = Judged::default();
-        j.judged(20, now);
+        j.judged(20);
         assert_eq!(j.take_due(), Some(21));
         // A record processed alone again after a retry lies below the last marker.
-        j.judged(15, now);
+        j.judged(15);
         assert_eq!(j.take_due(), None);
     }
 
@@ -135,23 +106,6 @@ mod tests {
         assert_eq!(
             String::from_utf8(m.to_json()).unwrap(),
             r#"{"v":1,"kind":"judged","partition":3,"through_offset":42,"emitted_at":"2026-12-01T00:00:00.000Z"}"#
-        );
-    }
-
-    #[test]
-    fn owed_markers_are_overdue_after_max() {
-        let t = Instant::now();
-        let max = Duration::from_millis(5);
-        assert!(!overdue(None, t, max));
-        assert!(!overdue(Some(t), t + Duration::from_millis(4), max));
-        assert!(overdue(Some(t), t + Duration::from_millis(5), max));
-        assert_eq!(
-            poll_wait(Some(t), Duration::from_millis(80)),
-            Duration::ZERO
-        );
-        assert_eq!(
-            poll_wait(None, Duration::from_millis(80)),
-            Duration::from_millis(80)
         );
     }
 }

@@ -42,6 +42,8 @@ pub struct Worker {
     in_flight_batch: Vec<(i32, i64)>,
     in_flight_since: Instant,
     verdicts: Vec<crate::engine::verdict::Verdict>,
+    /// Since when judged events wait for their judged-through marker (`markers.rs`).
+    markers_owed_since: Option<Instant>,
     /// A fatal error seen inside a callback, for the loop to act on.
     pub fatal: Option<String>,
     /// A batch failed: the engines are ahead of the last commit. Nothing commits until the
@@ -72,6 +74,7 @@ impl Worker {
             in_flight_batch: Vec::new(),
             in_flight_since: Instant::now(),
             verdicts: Vec::new(),
+            markers_owed_since: None,
             fatal: None,
             needs_rewind: false,
             retries: Retries::new(cfg.kafka.max_record_retries.get()),
@@ -214,7 +217,8 @@ impl Worker {
         if let Some(part) = self.parts.get_mut(&partition) {
             part.processed(msg.offset());
             // Judged, whatever became of it: its marker says so (docs/contract.md).
-            part.judged.judged(msg.offset(), self.now);
+            part.judged.judged(msg.offset());
+            self.markers_owed_since.get_or_insert(self.now);
         }
         self.batch_events += 1;
         Ok(())

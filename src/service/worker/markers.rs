@@ -7,36 +7,30 @@ use crate::engine::event::format_ts;
 use crate::service::judged::{self, Marker};
 use crate::service::txn::send_record;
 use rdkafka::error::KafkaError;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl Worker {
-    /// Since when judged events of any partition wait for their marker.
-    fn markers_owed_since(&self) -> Option<Instant> {
-        self.parts
-            .values()
-            .filter_map(|p| p.judged.waiting_since())
-            .min()
-    }
-
     /// How long the next poll may wait: zero while markers are owed (the queue is only
-    /// looked at), else until the open batch is due.
+    /// looked at: an empty one means the burst is over), else until the open batch is due.
     pub fn poll_wait(&self) -> Duration {
-        judged::poll_wait(self.markers_owed_since(), self.until_due())
+        if self.markers_owed_since.is_some() {
+            Duration::ZERO
+        } else {
+            self.until_due()
+        }
     }
 
     /// True when owed markers must be written now, though events keep coming.
     pub fn markers_overdue(&self) -> bool {
-        judged::overdue(
-            self.markers_owed_since(),
-            self.now,
-            Duration::from_millis(self.cfg.kafka.judged_max_ms),
-        )
+        let max = Duration::from_millis(self.cfg.kafka.judged_max_ms);
+        self.markers_owed_since
+            .is_some_and(|t| self.now.saturating_duration_since(t) >= max)
     }
 
     /// Writes a marker to every partition whose judged events it owes, after their
     /// verdicts (same producer, same partition: the log keeps them in that order).
     pub fn write_markers(&mut self) -> Result<(), KafkaError> {
-        if self.markers_owed_since().is_none() {
+        if self.markers_owed_since.take().is_none() {
             return Ok(());
         }
         let emitted_at = format_ts(self.clock.ms_at(self.now));
