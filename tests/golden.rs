@@ -145,6 +145,7 @@ fn retries_and_unknown_types_are_counted_not_judged() {
     assert_eq!(s.sessions.len(), 3);
 }
 
+/// The fleet example of examples/README.md: verdicts for the four looping sessions only.
 #[test]
 fn fleet_example_flags_only_the_looping_sessions() {
     let (out, summary) = replay_file(&root().join("examples/fleet.events.jsonl"));

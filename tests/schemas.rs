@@ -332,8 +332,6 @@ fn schema_enums_match_the_engine() {
     );
 }
 
-/// The fleet example of examples/README.md: verdicts for the four looping sessions only.
-
 /// The JSON examples of docs/contract.md are valid events and verdicts, and each verdict's
 /// id is the one the engine derives.
 #[test]
