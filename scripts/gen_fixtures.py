@@ -660,14 +660,17 @@ def fuzzy_changing():
 
 
 def revert_cycle():
-    # Edit / test / restore from the same backup, three times: the third restore is steered.
+    # Edit / test / restore from the same backup, three times, the restore spelled three
+    # ways: the third restore is steered.
     s = Session("revert", who=WHO)
     s.user("Make the schema test pass.")
     s.round("bash", {"command": "cp src/schema.py src/schema.py.orig"})
-    for i in range(3):
+    restores = ["cp src/schema.py.orig src/schema.py", "cd /repo && cp src/schema.py.orig src/schema.py",
+                "cp -f src/schema.py.orig src/schema.py"]
+    for i, restore in enumerate(restores):
         s.round("bash", {"command": f"python fix_{i}.py"}, evidence={"effect": "mutation", "output_hash": f"f{i}"})
         s.round("bash", {"command": "python -m pytest tests/test_schema.py -q"}, ok=False, error=f"1 failed ({i})")
-        s.round("bash", {"command": "cp src/schema.py.orig src/schema.py"})
+        s.round("bash", {"command": restore})
     return s.lines()
 
 
@@ -681,6 +684,64 @@ def retry_across_requests():
         s.turn_end()
         s.result(c, "book_flight", ok=False, error="fare class Y is sold out")
         s.answer("I'm sorry, the booking was refused: fare class Y is sold out.")
+    return s.lines()
+
+
+def failure_across_requests():
+    # Issue 20, item 1. A booking refused the same way in three requests, the agent changing
+    # one field each time (the date, echoed in the error): steered at the third request.
+    # Then a lookup run the same way in four requests, its error text different each time:
+    # steered at the fourth.
+    s = Session("refused", who={"tenant": "acme", "agent": "support"})
+    for i, day in enumerate(["2026-02-03", "2026-02-04", "2026-02-05"]):
+        s.user("Then try the next day." if i else "Move my Oslo flight to Feb 3.")
+        args = {"reservation_id": "ZFA04Y", "flight": "SK4411", "date": day, "cabin": "economy"}
+        s.round("update_reservation_flights", args, ok=False,
+                error=f"Error: flight SK4411 not available on {day}")
+        s.answer("I'm sorry, that flight is not available on that day.")
+    s2 = Session("not-found", who={"tenant": "acme", "agent": "support"})
+    errors = ["user not found", "still not found", "lookup failed: no such user", "not found (404)"]
+    for i, err in enumerate(errors):
+        s2.user("Please look me up again." if i else "Find my account: kim@example.org.")
+        s2.round("find_user_id_by_email", {"email": "kim@example.org"}, ok=False, error=err)
+        s2.answer("I could not find your account.")
+    return interleave(s, s2)
+
+
+def paraphrased_search():
+    # Issue 20, item 4. A ReAct agent rewords one search four times, a lookup in between, and
+    # gets the same "could not find" each time (the query echoed): steered at the third.
+    # The parallel searches of one response failing alike (a plan, issue 20, item 5) count
+    # as one try: the other session gets nothing.
+    s = Session("react", who={"tenant": "acme", "agent": "qa"})
+    s.user("Which band released the album Kind of Blue Skies?")
+    for q in ["Kind of Blue Skies album", "Kind of Blue Skies (album)", "Blue Skies album band"]:
+        s.round("search", {"query": q}, ok=False, error=f"Could not find {q}.")
+        s.round("lookup", {"keyword": q.split()[0]}, evidence={"effect": "read", "output_hash": q})
+    s2 = Session("plan", who={"tenant": "acme", "agent": "travel"})
+    s2.user("Find me any flight from Oslo next week.")
+    s2.new_turn()
+    calls = [s2.call("search_direct_flight", {"origin": "OSL", "destination": d, "date": "2026-02-10"})
+             for d in ["BGO", "TRD", "SVG", "BOO", "TOS", "AES"]]
+    s2.turn_end()
+    for _, c in calls:
+        s2.result(c, "search_direct_flight", ok=False, error="no flights on this route")
+    s2.answer("There is no direct flight from Oslo on that date.")
+    return interleave(s, s2)
+
+
+def navigation():
+    # Issue 20, item 6. A web agent goes back to its results page after opening each of
+    # three items: navigation, nothing fires. Then it presses "< Prev" three times in a row
+    # on the same page and gets the same page: blocked.
+    s = Session("web", who={"tenant": "shop", "agent": "web"})
+    s.user("Find a red wool scarf under $30.")
+    s.round("search", {"query": "red wool scarf"}, evidence={"effect": "read", "output_hash": "results-1"})
+    for item in ["B09A", "B07C", "B08F"]:
+        s.round("click", {"target": item}, evidence={"effect": "read", "output_hash": f"item-{item}"})
+        s.round("click", {"target": "< Prev"}, evidence={"effect": "read", "output_hash": "results-1"})
+    for _ in range(2):
+        s.round("click", {"target": "< Prev"}, evidence={"effect": "read", "output_hash": "results-1"})
     return s.lines()
 
 
@@ -773,6 +834,9 @@ CASES = {
     "fuzzy_changing": fuzzy_changing,
     "revert_cycle": revert_cycle,
     "retry_across_requests": retry_across_requests,
+    "failure_across_requests": failure_across_requests,
+    "paraphrased_search": paraphrased_search,
+    "navigation": navigation,
     "answer_repeat": answer_repeat,
     "compaction_storm": compaction_storm,
     "code_block_content": code_block_content,

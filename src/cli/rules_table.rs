@@ -41,8 +41,9 @@ pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
                 ),
                 Rule::ErrorRepeat => (
                     format!(
-                        "same tool + same error {}x in a row; same call + error in {} requests",
-                        t.error_repeat, t.session_error_repeat
+                        "same tool + same error {}x in a row or in {} responses; same tool + \
+                         error in {} requests (args 1 field apart); same call failing in {} requests",
+                        t.error_repeat, t.error_repeat, t.session_error_repeat, t.session_failure_repeat
                     ),
                     a(rule, Action::Steer),
                     "ours",

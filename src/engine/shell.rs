@@ -22,6 +22,9 @@ pub struct Command {
     pub mutates: bool,
     /// The command puts a file back from a copy (`cp f.orig f`, `git checkout -- f`, …).
     pub restores: bool,
+    /// What a restore names: the copy and the file (`cp`, `mv`, …), or the files a git
+    /// restore puts back; the same restore however the command line is spelled.
+    pub restored: Vec<String>,
 }
 
 impl Command {
@@ -289,7 +292,10 @@ fn simple_command(words: &[Cow<'_, str>], out: &mut Command) {
         "cp" | "mv" | "install" | "ln" | "rsync" => {
             if let Some(target) = operands.last().filter(|_| operands.len() >= 2) {
                 out.writes.push(target.to_string());
-                out.restores |= name != "ln";
+                if name != "ln" {
+                    out.restores = true;
+                    out.restored.extend(operands.iter().map(|o| o.to_string()));
+                }
             }
             if name == "mv" {
                 let sources = &operands[..operands.len().saturating_sub(1)];
@@ -313,7 +319,10 @@ fn simple_command(words: &[Cow<'_, str>], out: &mut Command) {
                     .iter()
                     .skip(1)
                     .filter(|a| a.contains('.') || a.contains('/'));
-                out.writes.extend(files.map(|s| s.to_string()));
+                out.writes.extend(files.clone().map(|s| s.to_string()));
+                if GIT_RESTORING.contains(&verb) {
+                    out.restored.extend(files.map(|s| format!("git:{s}")));
+                }
             }
         }
         _ if PACKAGE_TOOLS.contains(&name) => {
@@ -402,6 +411,15 @@ mod tests {
         assert!(c.restores && c.mutates);
         assert!(analyse("cd /repo && git checkout -- a/b.py").restores);
         assert!(analyse("git stash pop").restores);
+        // The same restore, spelled differently.
+        assert_eq!(
+            analyse("cp src/a.py.orig src/a.py").restored,
+            analyse("cd /repo && cp -f src/a.py.orig src/a.py").restored
+        );
+        assert_eq!(
+            analyse("git checkout -- a.py").restored,
+            analyse("cd /repo && git restore a.py").restored
+        );
         assert!(!analyse("git status").mutates);
         assert!(!analyse("git diff a.py").mutates);
     }

@@ -33,6 +33,9 @@ pub struct ToolPolicy {
     /// The same call failing with the same error this many times in a session, across its
     /// requests (ours: a refused action retried each time the user says "try again").
     pub session_error_repeat: usize,
+    /// The same call failing this many times in a session, one per request, whatever its
+    /// error text says (ours, CONTRACT.md: "not found", then "still not found").
+    pub session_failure_repeat: usize,
     /// The same restore (a file put back from a copy, or back to a state seen before) this
     /// many times in a request (ours: edit / test / revert cycles).
     pub revert_repeat: usize,
@@ -101,6 +104,7 @@ impl Default for ToolPolicy {
             cycle_repeats: 3,
             error_repeat: 3,
             session_error_repeat: 3,
+            session_failure_repeat: 4,
             revert_repeat: 3,
             shell_tools: strings(&[
                 "bash",
@@ -380,6 +384,10 @@ impl Policy {
         p(
             t.session_error_repeat >= 2,
             "tool.session_error_repeat must be >= 2",
+        );
+        p(
+            t.session_failure_repeat >= 2,
+            "tool.session_failure_repeat must be >= 2",
         );
         p(t.revert_repeat >= 2, "tool.revert_repeat must be >= 2");
         p(

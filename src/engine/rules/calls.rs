@@ -3,6 +3,7 @@
 //! 3-gram sets, the results their calls reported, and the successful mutations between
 //! them (a call repeated after the world changed is not a repeat). Pure.
 
+use super::error_spread::ArgDigest;
 use crate::engine::canon;
 use crate::engine::policy::ToolPolicy;
 use crate::engine::shell;
@@ -40,10 +41,18 @@ pub struct CallRecord {
     /// The call puts a file back from a copy (`cp f.orig f`, `git checkout -- f`).
     #[serde(default)]
     pub restores: bool,
+    /// Which restore it is: the same for the same file put back from the same copy however
+    /// the command is spelled (0 in states written before it: the signature is used).
+    #[serde(default)]
+    pub restore_key: u64,
     /// Its result has come back (any status, with or without evidence). States written
     /// before this field was kept restore as answered: they judged as if it were.
     #[serde(default = "answered_before_this_field")]
     pub answered: bool,
+    /// What the wider error forms keep of a non-shell call's arguments: taken into the
+    /// pending call when it is made, never kept in the window.
+    #[serde(skip)]
+    pub digest: Option<ArgDigest>,
 }
 
 /// Fields added to the state later: what a checkpoint written before them restores to.
@@ -70,6 +79,32 @@ fn subcommand(args: &Value) -> Option<&str> {
         .iter()
         .find_map(|k| map.get(*k).and_then(Value::as_str))
         .and_then(|c| c.split_whitespace().next())
+}
+
+/// The verbs of a tool (or sub-command) that puts something back as it was: `undo_edit`,
+/// `revert_file`, `restore`, `rollback`.
+const RESTORE_VERBS: [&str; 4] = ["undo", "revert", "restore", "rollback"];
+
+/// The call puts something back by its tool's or sub-command's name.
+fn restores_by_name(tool: &str, args: &Value) -> bool {
+    let verb = |name: &str| {
+        let w = first_word(name);
+        RESTORE_VERBS.iter().any(|v| v.eq_ignore_ascii_case(w))
+    };
+    verb(tool) || subcommand(args).is_some_and(verb)
+}
+
+/// Which restore a call is (see `CallRecord::restore_key`).
+fn restore_key(sig: u64, identity: u64, command: Option<&shell::Command>) -> u64 {
+    match command {
+        Some(c) if !c.restored.is_empty() => {
+            // In order: `cp f f.orig` saves the file, `cp f.orig f` restores it.
+            canon::hash64(format!("restore\n{}", c.restored.join("\n")).as_bytes()) | 1
+        }
+        Some(_) => sig,
+        None if identity != 0 => identity,
+        None => sig,
+    }
 }
 
 /// The first word of a tool name (compared without case): `cancel_order`, `cancel-order`
@@ -130,9 +165,14 @@ impl CallRecord {
             key.extend_from_slice(targets.as_bytes());
             identity = canon::hash64(&key) | 1;
         }
+        let is_shell = p.shell_tools.iter().any(|t| t == tool);
         let named_mutation = writes_by_name(tool, p)
-            || (!p.shell_tools.iter().any(|t| t == tool)
-                && subcommand(args).is_some_and(|c| writes_by_name(c, p)));
+            || (!is_shell && subcommand(args).is_some_and(|c| writes_by_name(c, p)));
+        let restores = if is_shell {
+            command.as_ref().is_some_and(|c| c.restores)
+        } else {
+            restores_by_name(tool, args)
+        };
         CallRecord {
             call_id: call_id.to_string(),
             tool: tool.to_string(),
@@ -145,9 +185,24 @@ impl CallRecord {
             error: None,
             round,
             at,
-            mutates: named_mutation || command.as_ref().is_some_and(|c| c.mutates),
-            restores: command.as_ref().is_some_and(|c| c.restores),
+            mutates: named_mutation || restores || command.as_ref().is_some_and(|c| c.mutates),
+            restores,
+            restore_key: if restores {
+                restore_key(sig, identity, command.as_ref().filter(|_| is_shell))
+            } else {
+                0
+            },
             answered: false,
+            digest: (!is_shell).then(|| ArgDigest::of(args, &text, &values)),
+        }
+    }
+
+    /// Which restore the call is (its signature in states written before `restore_key`).
+    pub fn restore_id(&self) -> u64 {
+        if self.restore_key != 0 {
+            self.restore_key
+        } else {
+            self.sig
         }
     }
 
@@ -389,6 +444,37 @@ impl CallWindow {
             .iter()
             .filter(|m| m.sig == sig && m.effect)
             .count()
+    }
+
+    /// True when, after `earlier` and before the next call with its signature, a call of
+    /// the same tool with other arguments brought back a result the window had not seen:
+    /// the agent went somewhere new in between (a web agent back on its results page after
+    /// opening another item is navigating, not repeating; issue 20, item 6).
+    pub fn new_ground_after(&self, earlier: &CallRecord) -> bool {
+        let fresh = |c: &CallRecord, before: &[&CallRecord]| {
+            c.tool == earlier.tool
+                && c.answered
+                && c.result().is_some_and(|r| {
+                    before
+                        .iter()
+                        .all(|b| b.sig != c.sig && b.result() != Some(r))
+                })
+        };
+        let mut before: Vec<&CallRecord> = self
+            .calls
+            .iter()
+            .take_while(|c| c.at <= earlier.at)
+            .collect();
+        for c in self.calls.iter().filter(|c| c.at > earlier.at) {
+            if c.sig == earlier.sig {
+                return false;
+            }
+            if fresh(c, &before) {
+                return true;
+            }
+            before.push(c);
+        }
+        false
     }
 
     /// The `n` most recent calls before the newest one that still look at the same world.

@@ -14,6 +14,10 @@ use serde_json::json;
 pub struct ErrorRepeat {
     key: u64,
     streak: usize,
+    /// The response (round) of the streak's last failure: parallel calls of one response
+    /// failing alike are one try, not several (issue 20, item 5).
+    #[serde(default)]
+    round: u32,
 }
 
 /// Error text with spacing normalized (what "the same error" means here).
@@ -33,7 +37,7 @@ pub fn normalize(error: &str) -> String {
 /// same call and their outputs agree. A short text of its own ("Invalid action!", "Flight
 /// not available") does say something: a tool that keeps returning it for different calls
 /// keeps failing the same way (issue 20, item 8).
-fn uninformative(normalized: &str) -> bool {
+pub fn uninformative(normalized: &str) -> bool {
     normalized
         .split(|c: char| !c.is_alphabetic())
         .filter(|w| !w.is_empty())
@@ -63,12 +67,13 @@ pub fn failure_key(normalized: &str, output: Option<&str>) -> Option<String> {
 }
 
 impl ErrorRepeat {
-    /// A result of call `sig` of `tool`; `error` when it failed (already `normalize`d: the
-    /// caller normalizes once for every rule), `output` its output hash. Returns true when
-    /// it steered.
+    /// A result of call `sig` of `tool`, made in response `round`; `error` when it failed
+    /// (already `normalize`d: the caller normalizes once for every rule), `output` its
+    /// output hash. Returns true when it steered.
     pub fn on_result(
         &mut self,
         sig: u64,
+        round: u32,
         tool: &str,
         error: Option<&str>,
         output: Option<&str>,
@@ -86,11 +91,15 @@ impl ErrorRepeat {
         };
         let key = hash64(format!("{tool}\0{call:x}\0{out}\0{normalized}").as_bytes());
         if key == self.key && self.streak > 0 {
+            if round == self.round {
+                return false;
+            }
             self.streak += 1;
         } else {
             self.key = key;
             self.streak = 1;
         }
+        self.round = round;
         if self.streak == cx.policy.tool.error_repeat {
             let msg = format!(
                 "`{tool}` failed {} times in a row with the same error. Retrying will not fix it: \

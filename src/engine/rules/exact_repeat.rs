@@ -4,7 +4,10 @@
 //! does not count (ours, from real coding-agent traces). A side effect repeated is the
 //! exception: a call (other than a shell command) that already succeeded as a mutation
 //! twice with these arguments is blocked on the third, whatever its outputs (a new id each
-//! time) and whatever changed in between: another email, refund or booking (ours).
+//! time) and whatever changed in between: another email, refund or booking (ours). A call
+//! of another tool than a shell that returns to the same place after the same tool found
+//! something new in between (back to the results page after opening another item) is
+//! navigation, and that occurrence does not count (ours, from web-agent traces).
 
 use super::calls::{polling_with_progress, CallWindow};
 use crate::engine::emit::{Cx, Finding};
@@ -26,14 +29,16 @@ impl ExactRepeat {
         let Some(call) = window.newest() else {
             return false;
         };
+        let shell = p.shell_tools.iter().any(|t| t == &call.tool);
+        // A shell tool runs every kind of command: another command's new output is no sign
+        // that the agent moved on.
         let matches: Vec<_> = window
             .repeatable(p.window - 1)
-            .filter(|c| c.sig == call.sig)
+            .filter(|c| c.sig == call.sig && (shell || !window.new_ground_after(c)))
             .collect();
         let effects = window.effects_of(call.sig);
         // Shell commands re-run builds and installs between edits on purpose: not counted.
-        let repeated_effect =
-            effects + 1 >= p.repeat_threshold && !p.shell_tools.iter().any(|t| t == &call.tool);
+        let repeated_effect = effects + 1 >= p.repeat_threshold && !shell;
         if !cx.enabled(Rule::ExactRepeat) {
             return false;
         }

@@ -7,6 +7,7 @@ mod calls;
 mod cycle;
 mod discovery_only;
 mod error_repeat;
+mod error_spread;
 mod escalation;
 mod exact_repeat;
 mod fuzzy_repeat;
@@ -46,6 +47,12 @@ struct Pending {
     at: u64,
     #[serde(default)]
     restores: bool,
+    /// Which restore it is (`CallRecord::restore_id`; 0 in states written before it).
+    #[serde(default)]
+    restore_key: u64,
+    /// A non-shell call's arguments, for the wider error forms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<error_spread::ArgDigest>,
 }
 
 /// Everything scoped to one user request (reset by a `user_message`).
@@ -69,6 +76,8 @@ struct Request {
     errors: error_repeat::ErrorRepeat,
     #[serde(default)]
     failures: error_repeat::SameFailures,
+    #[serde(default)]
+    spread: error_spread::SpreadFailures,
     no_change: no_change::NoChange,
     no_progress: no_progress::NoProgress,
     discovery: discovery_only::DiscoveryOnly,
@@ -92,6 +101,8 @@ pub struct SessionState {
     requests: u32,
     #[serde(default)]
     failures: error_repeat::SameFailures,
+    #[serde(default)]
+    spread: error_spread::SpreadFailures,
     #[serde(default)]
     answers: answer_repeat::AnswerRepeat,
     request: Request,
@@ -285,11 +296,14 @@ impl SessionState {
         }
         req.required.on_call(tool, args, cx);
         let at = req.window.next_position();
-        let (mut sig, mut mutates, mut restores) = (0, false, false);
+        let (mut sig, mut mutates, mut restores, mut restore_key, mut digest) =
+            (0, false, false, 0, None);
         if !exempt {
-            let record =
+            let mut record =
                 calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), at, &p.tool);
             (sig, mutates, restores) = (record.sig, record.mutates, record.restores);
+            restore_key = record.restore_id();
+            digest = record.digest.take();
             let keep = p.tool.window.max(1);
             req.window.push(record.clone(), keep);
             let repeated = req.exact.on_call(&req.window, cx) || req.fuzzy.on_call(&req.window, cx);
@@ -308,7 +322,9 @@ impl SessionState {
             named_discovery,
             mutates,
             restores,
+            restore_key,
             at,
+            digest,
         });
         while req.pending.len() > MAX_PENDING_CALLS {
             req.pending.pop_front();
@@ -352,7 +368,11 @@ impl SessionState {
                 .is_some_and(|e| e.state_before.is_some() && e.state_before == e.state_after);
             req.window.record_mutation(pending.sig, !unchanged);
             if pending.restores {
-                req.reverts.on_restored(pending.sig);
+                let key = match pending.restore_key {
+                    0 => pending.sig,
+                    key => key,
+                };
+                req.reverts.on_restored(key);
             }
             if let Some(ev) = evidence.as_ref() {
                 if let (Some(resource), Some(after)) = (&ev.resource, &ev.state_after) {
@@ -362,28 +382,10 @@ impl SessionState {
             }
         }
         if !pending.exempt {
+            let output = evidence.as_ref().and_then(|e| e.output_hash.as_deref());
             let err = failed.then(|| error.as_deref().unwrap_or(""));
             let normalized = err.map(error_repeat::normalize);
-            if let Some(e) = normalized.as_deref() {
-                req.window.record_error(call_id, hash64(e.as_bytes()));
-            }
-            let output = evidence.as_ref().and_then(|e| e.output_hash.as_deref());
-            let steered =
-                req.errors
-                    .on_result(pending.sig, tool, normalized.as_deref(), output, cx);
-            let failure = normalized
-                .as_deref()
-                .and_then(|e| error_repeat::failure_key(e, output));
-            if let Some(e) = failure.as_deref() {
-                use error_repeat::Scope;
-                let (sig, at) = (pending.sig, pending.at as u32);
-                let before = cx.out.len();
-                req.failures
-                    .on_failure(sig, tool, e, at, Scope::Request, steered, cx);
-                let said = steered || cx.out.len() > before;
-                self.failures
-                    .on_failure(sig, tool, e, self.requests, Scope::Session, said, cx);
-            }
+            self.on_failure(&pending, tool, normalized.as_deref(), output, cx);
             let req = &mut self.request;
             req.no_change
                 .on_result(pending.sig, tool, pending.round, outcome, cx);
@@ -399,6 +401,58 @@ impl SessionState {
         open.add(outcome);
         if open.complete() {
             self.close_round(cx);
+        }
+    }
+
+    /// The error rules, on a result of `pending` (a call of `tool`): `error` when it failed
+    /// (normalized), `output` its output hash. One verdict per failure at most: a form that
+    /// comes due after another spoke counts it silently.
+    fn on_failure(
+        &mut self,
+        pending: &Pending,
+        tool: &str,
+        error: Option<&str>,
+        output: Option<&str>,
+        cx: &mut Cx,
+    ) {
+        use error_repeat::Scope;
+        use error_spread::{Failed, Form};
+        let req = &mut self.request;
+        if let Some(e) = error {
+            req.window
+                .record_error(&pending.call_id, hash64(e.as_bytes()));
+        }
+        let before = cx.out.len();
+        let (sig, at) = (pending.sig, pending.at as u32);
+        req.errors
+            .on_result(sig, pending.round, tool, error, output, cx);
+        let Some(error) = error else { return };
+        if let Some(key) = error_repeat::failure_key(error, output) {
+            let said = cx.out.len() > before;
+            req.failures
+                .on_failure(sig, tool, &key, at, Scope::Request, said, cx);
+            let said = cx.out.len() > before;
+            self.failures
+                .on_failure(sig, tool, &key, self.requests, Scope::Session, said, cx);
+        }
+        let failed = Failed {
+            tool,
+            sig,
+            error,
+            digest: pending.digest.as_ref(),
+        };
+        let forms = [
+            (Form::ToolInRequest, pending.round),
+            (Form::ToolAcrossRequests, self.requests),
+            (Form::CallAcrossRequests, self.requests),
+        ];
+        for (form, occasion) in forms {
+            let said = cx.out.len() > before;
+            let scope = match form {
+                Form::ToolInRequest => &mut self.request.spread,
+                _ => &mut self.spread,
+            };
+            scope.on_failure(&failed, form, occasion, said, cx);
         }
     }
 

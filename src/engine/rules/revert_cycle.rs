@@ -1,7 +1,8 @@
 //! `tool.revert_cycle` (ours, from real coding-agent traces): an edit / test / revert cycle
 //! longer than the repeat window. The same restore (a file put back from the same copy:
-//! `cp f.orig f`, `git checkout -- f`) proposed for the 3rd time in a request after the
-//! first two succeeded, or a mutation whose `state_after` returns the resource to a state
+//! `cp f.orig f`, `git checkout -- f`, however the command is spelled; an editor's
+//! `undo_edit` of the same file) proposed for the 3rd time in a request after the first two
+//! succeeded, or a mutation whose `state_after` returns the resource to a state
 //! seen before for the 3rd time -> steer, once per restore or resource.
 
 use super::calls::CallRecord;
@@ -19,6 +20,7 @@ const STATES: usize = 16;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Restore {
+    /// Which restore (`CallRecord::restore_id`; the call's signature in older states).
     sig: u64,
     done: u32,
     reported: bool,
@@ -49,7 +51,7 @@ impl RevertCycle {
         let Some(r) = self
             .restores
             .iter_mut()
-            .find(|r| r.sig == call.sig && !r.reported && r.done + 1 >= need)
+            .find(|r| r.sig == call.restore_id() && !r.reported && r.done + 1 >= need)
         else {
             return false;
         };
@@ -69,7 +71,7 @@ impl RevertCycle {
         true
     }
 
-    /// A restore succeeded.
+    /// A restore (`CallRecord::restore_id`) succeeded.
     pub fn on_restored(&mut self, sig: u64) {
         match self.restores.iter_mut().find(|r| r.sig == sig) {
             Some(r) => r.done += 1,

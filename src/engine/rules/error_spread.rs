@@ -1,0 +1,289 @@
+//! `tool.error_repeat`'s wider forms (issue 20, items 1 and 4): a failure that keeps coming
+//! back while the agent varies its call. In a request, the same tool failing with the same
+//! error in 3 responses whatever its arguments (a reworded search that keeps finding
+//! nothing). Across the requests of a session, the same tool failing with the same error in
+//! 3 requests with its arguments at most one field apart (a refused booking retried with
+//! another date), or the same call failing in 4 requests whatever its error text says.
+//! Steer, once each. "The same error" is its text with what the call itself put there (an
+//! argument echoed back) and digits masked. Shell tools take only the same-call form: one
+//! such tool runs every kind of command.
+
+use super::error_repeat::uninformative;
+use crate::engine::canon::hash64;
+use crate::engine::emit::{Cx, Finding};
+use crate::engine::verdict::{clip, Action, Rule};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::ops::Range;
+
+/// Failures remembered per scope (bounded; the oldest go first).
+const KEEP: usize = 32;
+/// Argument values looked for in an error text, at most.
+const ECHOES: usize = 8;
+/// Length of an error's shape that is compared.
+const SHAPE_CHARS: usize = 200;
+
+/// What a failing call's error is compared with: its top-level arguments (hashed, to tell
+/// how many changed) and its short scalar values (to take out of its error text).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ArgDigest {
+    fields: Vec<u64>,
+    echoes: Vec<String>,
+}
+
+impl ArgDigest {
+    /// The digest of `args`, whose canonical text is `text` with each top-level value at
+    /// `values` (`canon::canonical_with_values`).
+    pub fn of(args: &Value, text: &str, values: &[Range<usize>]) -> Self {
+        let mut digest = ArgDigest::default();
+        let field = |key: &str, at: &Range<usize>| {
+            hash64(format!("{key}\0{}", &text[at.clone()]).as_bytes())
+        };
+        match args {
+            Value::Object(map) => {
+                for ((k, v), at) in map.iter().zip(values) {
+                    digest.fields.push(field(k, at));
+                    digest.note_echoes(v);
+                }
+            }
+            other => {
+                digest.fields.push(field("", &(0..text.len())));
+                digest.note_echoes(other);
+            }
+        }
+        digest.fields.sort_unstable();
+        // Longest first: a value that contains another is taken out whole.
+        digest
+            .echoes
+            .sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        digest
+    }
+
+    fn note_echoes(&mut self, v: &Value) {
+        let text = match v {
+            Value::String(s) => s.trim().to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::Array(items) => return items.iter().for_each(|i| self.note_echoes(i)),
+            _ => return,
+        };
+        let chars = text.chars().count();
+        if (2..=120).contains(&chars) && self.echoes.len() < ECHOES && !self.echoes.contains(&text)
+        {
+            self.echoes.push(text);
+        }
+    }
+
+    /// True when the two calls' arguments differ in one top-level field at most.
+    fn near(&self, other: &[u64]) -> bool {
+        let only_here = self.fields.iter().filter(|f| !other.contains(f)).count();
+        let only_there = other.iter().filter(|f| !self.fields.contains(f)).count();
+        only_here <= 1 && only_there <= 1
+    }
+
+    /// The error text as the same failure reads whatever the call asked: the call's own
+    /// argument values replaced by `…`, digit runs by `#`, its head only.
+    pub fn shape(&self, error: &str) -> String {
+        let mut text = error.to_string();
+        for echo in &self.echoes {
+            if text.contains(echo.as_str()) {
+                text = text.replace(echo.as_str(), "…");
+            }
+        }
+        let mut out = String::with_capacity(text.len().min(SHAPE_CHARS * 4));
+        for c in text.chars() {
+            if out.chars().count() >= SHAPE_CHARS {
+                break;
+            }
+            if c.is_ascii_digit() {
+                if !out.ends_with('#') {
+                    out.push('#');
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+/// Which wider form a failure is counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The same tool and error in several responses of a request, any arguments.
+    ToolInRequest,
+    /// The same tool and error in several requests, arguments one field apart at most.
+    ToolAcrossRequests,
+    /// The same call (tool and canonical args) failing in several requests, any error.
+    CallAcrossRequests,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Spread {
+    key: u64,
+    /// The last failing call's argument fields (the tool forms).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    args: Vec<u64>,
+    count: u32,
+    last: u32,
+    reported: bool,
+}
+
+/// Failures counted in the wider forms, for one scope (a request, or a session).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SpreadFailures {
+    seen: VecDeque<Spread>,
+}
+
+/// One failed call, as the wider forms see it.
+pub struct Failed<'a> {
+    pub tool: &'a str,
+    pub sig: u64,
+    /// The normalized error text ("" when the result said none).
+    pub error: &'a str,
+    /// The call's arguments, kept for its non-shell calls.
+    pub digest: Option<&'a ArgDigest>,
+}
+
+impl SpreadFailures {
+    /// Counts `failed` in `form` on `occasion` (a response's round, or a request's number).
+    /// `said`: a verdict about this failure was already given (counted, not said twice).
+    /// Returns true when it steered.
+    pub fn on_failure(
+        &mut self,
+        failed: &Failed,
+        form: Form,
+        occasion: u32,
+        said: bool,
+        cx: &mut Cx,
+    ) -> bool {
+        let (key, shape, args) = match form {
+            Form::CallAcrossRequests => (failed.sig, String::new(), None),
+            Form::ToolInRequest | Form::ToolAcrossRequests => {
+                let Some(digest) = failed.digest else {
+                    return false;
+                };
+                let shape = digest.shape(failed.error);
+                if uninformative(&shape) {
+                    return false;
+                }
+                let key = hash64(format!("{}\0{shape}", failed.tool).as_bytes());
+                (key, shape, Some(digest))
+            }
+        };
+        let near = |s: &Spread| {
+            s.key == key
+                && (form != Form::ToolAcrossRequests || args.is_some_and(|a| a.near(&s.args)))
+        };
+        let entry = match self.seen.iter().position(near) {
+            Some(i) => &mut self.seen[i],
+            None => {
+                self.seen.push_back(Spread {
+                    key,
+                    ..Default::default()
+                });
+                if self.seen.len() > KEEP {
+                    self.seen.pop_front();
+                }
+                self.seen.back_mut().expect("pushed")
+            }
+        };
+        if let Some(a) = args {
+            entry.args.clone_from(&a.fields);
+        }
+        if entry.count > 0 && entry.last == occasion {
+            return false;
+        }
+        entry.count += 1;
+        entry.last = occasion;
+        let need = match form {
+            Form::ToolInRequest => cx.policy.tool.error_repeat,
+            Form::ToolAcrossRequests => cx.policy.tool.session_error_repeat,
+            Form::CallAcrossRequests => cx.policy.tool.session_failure_repeat,
+        };
+        if (entry.count as usize) < need || entry.reported {
+            return false;
+        }
+        entry.reported = true;
+        if said {
+            return false;
+        }
+        let (tool, n) = (failed.tool, entry.count);
+        let (msg, evidence) = match form {
+            Form::ToolInRequest => (
+                format!(
+                    "`{tool}` failed with the same error in {n} of your responses to this request, \
+                     with different arguments each time: rewording the call does not get past it. \
+                     Act on what the error says, try another way, or tell the user what you could \
+                     not do."
+                ),
+                json!({"tool": tool, "count": n, "error": clip(&shape, 200), "scope": "request", "args": "vary"}),
+            ),
+            Form::ToolAcrossRequests => (
+                format!(
+                    "`{tool}` failed with the same error in {n} requests of this conversation, its \
+                     arguments changed only a little each time: it will be refused again. Do not \
+                     retry it; tell the user why it fails and what they can do instead."
+                ),
+                json!({"tool": tool, "count": n, "error": clip(&shape, 200), "scope": "session", "args": "vary"}),
+            ),
+            Form::CallAcrossRequests => (
+                format!(
+                    "`{tool}` was called the same way in {n} requests of this conversation and failed \
+                     every time, whatever the error said: it will fail again. Do not retry it; tell \
+                     the user what blocks it."
+                ),
+                json!({"tool": tool, "count": n, "error": clip(failed.error, 200), "scope": "session", "errors": "vary"}),
+            ),
+        };
+        cx.emit(Finding::new(
+            Rule::ErrorRepeat,
+            Action::Steer,
+            msg,
+            evidence,
+        ));
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ArgDigest;
+    use serde_json::{json, Value};
+
+    fn digest(args: Value) -> ArgDigest {
+        let (text, values) = crate::engine::canon::canonical_with_values(&args);
+        ArgDigest::of(&args, &text, &values)
+    }
+
+    #[test]
+    fn an_error_shape_leaves_out_what_the_call_put_in_it() {
+        let a = digest(json!({"flight": "HAT170", "date": "2024-05-16", "cabin": "economy"}));
+        let b = digest(json!({"flight": "HAT170", "date": "2024-05-17", "cabin": "economy"}));
+        assert_eq!(
+            a.shape("flight HAT170 not available on 2024-05-16"),
+            b.shape("flight HAT170 not available on 2024-05-17")
+        );
+        assert_eq!(a.shape("seat 12A taken"), "seat #A taken");
+        let q = digest(json!({"query": "Milhouse named after"}));
+        assert_eq!(
+            q.shape("Could not find Milhouse named after."),
+            "Could not find …."
+        );
+    }
+
+    #[test]
+    fn arguments_one_field_apart_are_near() {
+        let a = digest(json!({"flight": "A", "date": "1", "cabin": "y"}));
+        let one = digest(json!({"flight": "A", "date": "2", "cabin": "y"}));
+        let two = digest(json!({"flight": "B", "date": "2", "cabin": "y"}));
+        assert!(a.near(&a.fields) && a.near(&one.fields));
+        assert!(!a.near(&two.fields));
+    }
+
+    #[test]
+    fn long_and_tiny_values_are_not_echoes() {
+        let d = digest(json!({"body": "x".repeat(500), "n": 7, "tags": ["red", "blue"]}));
+        assert_eq!(d.echoes, vec!["blue".to_string(), "red".to_string()]);
+    }
+}
