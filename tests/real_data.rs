@@ -232,13 +232,22 @@ fn openhands_runs_get_no_tool_block_on_work() {
     );
     // Run 1's str_replace of calls 60, 66 and 68 fails the same way each time; an insert
     // (64) succeeded between 60 and 66, so 68 is no longer the third try in an unchanged
-    // file (no block), but the third identical failure is steered once it is seen. 48's
+    // file (no block), and the failure is steered once (below). 48's
     // failure is the third in a row (its call was blocked too: the recorded run ran it).
     // 60, a third near-identical str_replace after two whose errors differed, was steered
     // before issue 20: each earlier try got an answer of its own, so it is not (item 3).
+    // Since issue 20's items 1 and 4 the same failure with the arguments varying counts:
+    // run 1's steer comes at 66, the third str_replace whose `old_str` "did not appear
+    // verbatim" (the old_str echoed in the error aside), and 68 says nothing more (one steer
+    // per failure); run 2's at 47, the third str_replace rejected for an `old_str` that is
+    // not unique, each time a different one.
     assert_eq!(
         steered,
-        ["1:48:tool.error_repeat", "1:68:tool.error_repeat"]
+        [
+            "1:48:tool.error_repeat",
+            "1:66:tool.error_repeat",
+            "2:47:tool.error_repeat"
+        ]
     );
 }
 

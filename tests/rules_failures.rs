@@ -230,3 +230,25 @@ fn an_editors_undo_of_the_same_file_three_times_is_steered() {
     assert_eq!(hits.len(), 1, "{v:#?}");
     assert_eq!(hits[0].event_id, undos[2]);
 }
+
+#[test]
+fn one_failure_gets_one_steer_whichever_forms_come_due() {
+    // The same call failing alike five times in a row: the in-a-row, same-call and reworded
+    // forms all come due at the third; one steer, and none after it.
+    let mut s = Script::new("s");
+    s.user("cancel it");
+    for _ in 0..5 {
+        s.new_turn();
+        let (_, c) = s.call("cancel_order", json!({"order_id": "#W1"}));
+        s.turn_end();
+        s.result(
+            &c,
+            "cancel_order",
+            false,
+            Some("order #W1 is already delivered"),
+            None,
+        );
+    }
+    let v = run(&s.events);
+    assert_eq!(of_rule(&v, Rule::ErrorRepeat).len(), 1, "{v:#?}");
+}

@@ -46,6 +46,10 @@ pub struct ToolPolicy {
     /// A tool whose name starts with one of these verbs (`cancel_order`, `updateUser`,
     /// `book-flight`) changes the world too (used when a result carries no effect).
     pub mutation_verbs: Vec<String>,
+    /// A tool (or a tool's sub-command) whose name starts with one of these verbs moves the
+    /// agent somewhere (`click`, `go_back`, `scroll_down`): going back to a page after
+    /// finding something new elsewhere is navigation, not a repeat (ours, issue 20).
+    pub navigation_verbs: Vec<String>,
     /// Rounds of proven no-change before the steer (004: LOOP_WARN).
     pub no_change_steer_rounds: usize,
     /// Rounds of proven no-change before the abort (004: LOOP_HARD = LOOP_WARN + 2).
@@ -143,6 +147,10 @@ impl Default for ToolPolicy {
                 "grant", "insert", "install", "modify", "move", "patch", "pay", "post", "put",
                 "refund", "remove", "rename", "replace", "reset", "return", "send", "set",
                 "transfer", "undo", "update", "upsert", "write",
+            ]),
+            navigation_verbs: strings(&[
+                "click", "navigate", "goto", "go", "back", "forward", "scroll", "visit", "browse",
+                "follow", "next", "prev", "previous", "press", "tap", "hover",
             ]),
             no_change_steer_rounds: 3,
             no_change_abort_rounds: 5,

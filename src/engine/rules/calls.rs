@@ -41,6 +41,9 @@ pub struct CallRecord {
     /// The call puts a file back from a copy (`cp f.orig f`, `git checkout -- f`).
     #[serde(default)]
     pub restores: bool,
+    /// The call moves the agent somewhere (a navigation verb names its tool or sub-command).
+    #[serde(default)]
+    pub navigates: bool,
     /// Which restore it is: the same for the same file put back from the same copy however
     /// the command is spelled (0 in states written before it: the signature is used).
     #[serde(default)]
@@ -81,18 +84,18 @@ fn subcommand(args: &Value) -> Option<&str> {
         .and_then(|c| c.split_whitespace().next())
 }
 
-/// The verbs of a tool (or sub-command) that puts something back as it was: `undo_edit`,
-/// `revert_file`, `restore`, `rollback`.
-const RESTORE_VERBS: [&str; 4] = ["undo", "revert", "restore", "rollback"];
-
-/// The call puts something back by its tool's or sub-command's name.
-fn restores_by_name(tool: &str, args: &Value) -> bool {
+/// A tool (or sub-command) whose name starts with a verb of `verbs`.
+fn named_by<V: AsRef<str>>(tool: &str, args: &Value, verbs: &[V]) -> bool {
     let verb = |name: &str| {
         let w = first_word(name);
-        RESTORE_VERBS.iter().any(|v| v.eq_ignore_ascii_case(w))
+        verbs.iter().any(|v| v.as_ref().eq_ignore_ascii_case(w))
     };
     verb(tool) || subcommand(args).is_some_and(verb)
 }
+
+/// The verbs of a tool (or sub-command) that puts something back as it was: `undo_edit`,
+/// `revert_file`, `restore`, `rollback`.
+const RESTORE_VERBS: [&str; 4] = ["undo", "revert", "restore", "rollback"];
 
 /// Which restore a call is (see `CallRecord::restore_key`).
 fn restore_key(sig: u64, identity: u64, command: Option<&shell::Command>) -> u64 {
@@ -171,7 +174,7 @@ impl CallRecord {
         let restores = if is_shell {
             command.as_ref().is_some_and(|c| c.restores)
         } else {
-            restores_by_name(tool, args)
+            named_by(tool, args, &RESTORE_VERBS)
         };
         CallRecord {
             call_id: call_id.to_string(),
@@ -187,6 +190,7 @@ impl CallRecord {
             at,
             mutates: named_mutation || restores || command.as_ref().is_some_and(|c| c.mutates),
             restores,
+            navigates: !is_shell && named_by(tool, args, &p.navigation_verbs),
             restore_key: if restores {
                 restore_key(sig, identity, command.as_ref().filter(|_| is_shell))
             } else {
@@ -446,11 +450,15 @@ impl CallWindow {
             .count()
     }
 
-    /// True when, after `earlier` and before the next call with its signature, a call of
-    /// the same tool with other arguments brought back a result the window had not seen:
+    /// True when `earlier` is a navigation step that succeeded and, after it and before the
+    /// next call with its signature, a call of the same tool with other arguments brought
+    /// back a result the window had not seen:
     /// the agent went somewhere new in between (a web agent back on its results page after
     /// opening another item is navigating, not repeating; issue 20, item 6).
     pub fn new_ground_after(&self, earlier: &CallRecord) -> bool {
+        if !earlier.navigates || earlier.error.is_some() {
+            return false;
+        }
         let fresh = |c: &CallRecord, before: &[&CallRecord]| {
             c.tool == earlier.tool
                 && c.answered

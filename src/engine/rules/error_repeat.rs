@@ -69,7 +69,9 @@ pub fn failure_key(normalized: &str, output: Option<&str>) -> Option<String> {
 impl ErrorRepeat {
     /// A result of call `sig` of `tool`, made in response `round`; `error` when it failed
     /// (already `normalize`d: the caller normalizes once for every rule), `output` its
-    /// output hash. Returns true when it steered.
+    /// output hash; `quiet`: a wider form already spoke about this failure (counted, never
+    /// said). Returns true when it steered.
+    #[allow(clippy::too_many_arguments)]
     pub fn on_result(
         &mut self,
         sig: u64,
@@ -77,6 +79,7 @@ impl ErrorRepeat {
         tool: &str,
         error: Option<&str>,
         output: Option<&str>,
+        quiet: bool,
         cx: &mut Cx,
     ) -> bool {
         let Some(error) = error else {
@@ -100,7 +103,7 @@ impl ErrorRepeat {
             self.streak = 1;
         }
         self.round = round;
-        if self.streak == cx.policy.tool.error_repeat {
+        if self.streak == cx.policy.tool.error_repeat && !quiet {
             let msg = format!(
                 "`{tool}` failed {} times in a row with the same error. Retrying will not fix it: \
                  read the error, change the call, or report the blocker.",

@@ -145,9 +145,44 @@ pub struct Failed<'a> {
     pub digest: Option<&'a ArgDigest>,
 }
 
+/// What a failure is counted as in `form`: its key, its error's shape and the arguments
+/// kept; `None` when the form does not count it (a shell tool's, or an error that says
+/// nothing).
+fn identify<'a>(failed: &Failed<'a>, form: Form) -> Option<(u64, String, Option<&'a ArgDigest>)> {
+    match form {
+        Form::CallAcrossRequests => Some((failed.sig, String::new(), None)),
+        Form::ToolInRequest | Form::ToolAcrossRequests => {
+            let digest = failed.digest?;
+            let shape = digest.shape(failed.error);
+            if uninformative(&shape) {
+                return None;
+            }
+            let key = hash64(format!("{}\0{shape}", failed.tool).as_bytes());
+            Some((key, shape, Some(digest)))
+        }
+    }
+}
+
+/// True when `entry` counts the failure identified by `key` and `args` in `form`.
+fn matches(entry: &Spread, key: u64, form: Form, args: Option<&ArgDigest>) -> bool {
+    entry.key == key
+        && (form != Form::ToolAcrossRequests || args.is_some_and(|a| a.near(&entry.args)))
+}
+
 impl SpreadFailures {
+    /// True when `form` already gave its verdict about this failure: the narrower forms
+    /// then keep quiet about it ("steer, once").
+    pub fn reported(&self, failed: &Failed, form: Form) -> bool {
+        identify(failed, form).is_some_and(|(key, _, args)| {
+            self.seen
+                .iter()
+                .any(|s| s.reported && matches(s, key, form, args))
+        })
+    }
+
     /// Counts `failed` in `form` on `occasion` (a response's round, or a request's number).
-    /// `said`: a verdict about this failure was already given (counted, not said twice).
+    /// `said`: a verdict about this failure was already given: counted, and never said by
+    /// this form.
     /// Returns true when it steered.
     pub fn on_failure(
         &mut self,
@@ -157,24 +192,10 @@ impl SpreadFailures {
         said: bool,
         cx: &mut Cx,
     ) -> bool {
-        let (key, shape, args) = match form {
-            Form::CallAcrossRequests => (failed.sig, String::new(), None),
-            Form::ToolInRequest | Form::ToolAcrossRequests => {
-                let Some(digest) = failed.digest else {
-                    return false;
-                };
-                let shape = digest.shape(failed.error);
-                if uninformative(&shape) {
-                    return false;
-                }
-                let key = hash64(format!("{}\0{shape}", failed.tool).as_bytes());
-                (key, shape, Some(digest))
-            }
+        let Some((key, shape, args)) = identify(failed, form) else {
+            return false;
         };
-        let near = |s: &Spread| {
-            s.key == key
-                && (form != Form::ToolAcrossRequests || args.is_some_and(|a| a.near(&s.args)))
-        };
+        let near = |s: &Spread| matches(s, key, form, args);
         let entry = match self.seen.iter().position(near) {
             Some(i) => &mut self.seen[i],
             None => {
@@ -191,6 +212,9 @@ impl SpreadFailures {
         if let Some(a) = args {
             entry.args.clone_from(&a.fields);
         }
+        // A verdict about this failure was given (by another form): this form will not
+        // give another about it, now or later ("steer, once").
+        entry.reported |= said;
         if entry.count > 0 && entry.last == occasion {
             return false;
         }
@@ -205,9 +229,6 @@ impl SpreadFailures {
             return false;
         }
         entry.reported = true;
-        if said {
-            return false;
-        }
         let (tool, n) = (failed.tool, entry.count);
         let (msg, evidence) = match form {
             Form::ToolInRequest => (

@@ -4,10 +4,10 @@
 //! does not count (ours, from real coding-agent traces). A side effect repeated is the
 //! exception: a call (other than a shell command) that already succeeded as a mutation
 //! twice with these arguments is blocked on the third, whatever its outputs (a new id each
-//! time) and whatever changed in between: another email, refund or booking (ours). A call
-//! of another tool than a shell that returns to the same place after the same tool found
-//! something new in between (back to the results page after opening another item) is
-//! navigation, and that occurrence does not count (ours, from web-agent traces).
+//! time) and whatever changed in between: another email, refund or booking (ours). A
+//! navigation step (`click`, `go_back`, …) that returns to the same place after the same
+//! tool found something new in between (back to the results page after opening another
+//! item) is browsing, and that occurrence does not count (ours, from web-agent traces).
 
 use super::calls::{polling_with_progress, CallWindow};
 use crate::engine::emit::{Cx, Finding};

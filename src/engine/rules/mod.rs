@@ -417,30 +417,34 @@ impl SessionState {
     ) {
         use error_repeat::Scope;
         use error_spread::{Failed, Form};
-        let req = &mut self.request;
-        if let Some(e) = error {
-            req.window
-                .record_error(&pending.call_id, hash64(e.as_bytes()));
-        }
-        let before = cx.out.len();
         let (sig, at) = (pending.sig, pending.at as u32);
-        req.errors
-            .on_result(sig, pending.round, tool, error, output, cx);
-        let Some(error) = error else { return };
-        if let Some(key) = error_repeat::failure_key(error, output) {
-            let said = cx.out.len() > before;
-            req.failures
-                .on_failure(sig, tool, &key, at, Scope::Request, said, cx);
-            let said = cx.out.len() > before;
-            self.failures
-                .on_failure(sig, tool, &key, self.requests, Scope::Session, said, cx);
+        if let Some(e) = error {
+            let window = &mut self.request.window;
+            window.record_error(&pending.call_id, hash64(e.as_bytes()));
         }
         let failed = Failed {
             tool,
             sig,
-            error,
+            error: error.unwrap_or(""),
             digest: pending.digest.as_ref(),
         };
+        // The wider forms that already spoke about this failure silence the narrower ones.
+        let failing = error.is_some();
+        let in_request = failing && self.request.spread.reported(&failed, Form::ToolInRequest);
+        let in_session = failing && self.spread.reported(&failed, Form::ToolAcrossRequests);
+        let req = &mut self.request;
+        let before = cx.out.len();
+        req.errors
+            .on_result(sig, pending.round, tool, error, output, in_request, cx);
+        let Some(error) = error else { return };
+        if let Some(key) = error_repeat::failure_key(error, output) {
+            let said = in_request || cx.out.len() > before;
+            req.failures
+                .on_failure(sig, tool, &key, at, Scope::Request, said, cx);
+            let said = in_session || cx.out.len() > before;
+            self.failures
+                .on_failure(sig, tool, &key, self.requests, Scope::Session, said, cx);
+        }
         let forms = [
             (Form::ToolInRequest, pending.round),
             (Form::ToolAcrossRequests, self.requests),
