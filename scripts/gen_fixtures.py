@@ -745,6 +745,25 @@ def navigation():
     return s.lines()
 
 
+def loop_cost():
+    # Issue 18. An agent re-runs a failing migration, each response reporting its usage on
+    # turn_end: the block on the third call carries what the loop cost since the first
+    # (two responses' usage, the seconds since it), the steer on the third failure what it
+    # cost since the first failure. After a fourth try it moves on and answers; usage after
+    # that is not the loop's.
+    s = Session("costly", who=WHO)
+    s.user("Run the database migrations.")
+    for i in range(4):
+        s.new_turn()
+        _, c = s.call("bash", {"command": "./migrate.sh --all"})
+        s.turn_end(usage={"input_tokens": 1200 + 100 * i, "output_tokens": 80, "cost": 0.0042})
+        s.result(c, "bash", ok=False, error="psql: connection refused")
+    s.new_turn()
+    s.content("The database refuses connections; please start it and I will run the migrations.")
+    s.turn_end(usage={"input_tokens": 1700, "output_tokens": 40, "cost": 0.0031})
+    return s.lines()
+
+
 def answer_repeat():
     # The same short answer three times in a row, whatever the user says.
     s = Session("answers", who={"tenant": "acme", "agent": "support"})
@@ -837,6 +856,7 @@ CASES = {
     "failure_across_requests": failure_across_requests,
     "paraphrased_search": paraphrased_search,
     "navigation": navigation,
+    "loop_cost": loop_cost,
     "answer_repeat": answer_repeat,
     "compaction_storm": compaction_storm,
     "code_block_content": code_block_content,

@@ -147,6 +147,7 @@ pub async fn run(
     }
 
     let metrics = Metrics::new(registry, &cfg.metrics)?;
+    let loop_cost = metrics.loop_cost.clone();
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
     let listener = service::admin::bind(cfg.admin.listen).await?;
     let admin = listener.local_addr()?;
@@ -222,6 +223,9 @@ pub async fn run(
         seen.markers,
         seen.judged.values().sum::<i64>()
     );
+    // The guard's own counters (loopguard_loop_tokens_total, …): the fleet's runtimes send
+    // `usage` on every response end.
+    print!("{}", loop_cost.summary().render());
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! loops and chanting samples kept in tests/data/real with their licenses), as contract
 //! events. Deterministic for a given seed. Used by `demo`, `loadgen` and tests.
 
-use crate::engine::event::{Body, Event, Evidence, Meta, ToolStatus};
+use crate::engine::event::{Body, Event, Evidence, Meta, ToolStatus, Usage};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -103,6 +103,19 @@ impl SessionWriter {
         self.events.push(Event { meta, body });
     }
 
+    /// What the response that ends now used: a context that grows with the session and a
+    /// short output, priced like a mid-size model. Deterministic.
+    fn usage(&self) -> Usage {
+        let input = 900 + 60 * self.n;
+        let output = 40 + 15 * (self.turn % 5);
+        let cost = (input as f64) * 3e-6 + (output as f64) * 15e-6;
+        Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            cost: Some((cost * 1e6).round() / 1e6),
+        }
+    }
+
     fn turn_id(&self) -> String {
         format!("{}-t{}", self.session, self.turn)
     }
@@ -148,7 +161,7 @@ impl SessionWriter {
         });
         self.push(Body::TurnEnd {
             turn_id,
-            usage: None,
+            usage: Some(self.usage()),
         });
         let status = if ok {
             ToolStatus::Ok
@@ -173,7 +186,7 @@ impl SessionWriter {
         let turn_id = self.turn_id();
         self.push(Body::TurnEnd {
             turn_id,
-            usage: None,
+            usage: Some(self.usage()),
         });
     }
 
@@ -185,7 +198,7 @@ impl SessionWriter {
         let turn_id = self.turn_id();
         self.push(Body::TurnEnd {
             turn_id,
-            usage: None,
+            usage: Some(self.usage()),
         });
     }
 }

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 pub mod cli;
 pub mod config;
+pub mod cost_summary;
 pub mod demo;
 pub mod engine;
 pub mod fleet;

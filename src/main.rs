@@ -36,6 +36,10 @@ enum Command {
         /// (the file read as partition 0, line n at offset n - 1).
         #[arg(long)]
         judged: bool,
+        /// Instead of the verdicts, print what the loops cost: usage reported, the part
+        /// spent in loops by rule, how long they ran, what stopping them saved (estimate).
+        #[arg(long)]
+        summary: bool,
         /// Input file, or `-` for stdin.
         #[arg(default_value = "-")]
         input: String,
@@ -106,10 +110,15 @@ fn main() -> ExitCode {
             config,
             strict,
             judged,
+            summary,
             input,
         } => replay(
             config.as_deref(),
-            loopguard::replay::Options { strict, judged },
+            loopguard::replay::Options {
+                strict,
+                judged,
+                summary,
+            },
             &input,
         ),
         Command::Rules { config } => match load_config(config.as_deref()) {
@@ -221,6 +230,9 @@ fn replay(config: Option<&str>, opts: loopguard::replay::Options, input: &str) -
         Err(code) => return code,
     };
     let mut engine = Engine::new(cfg.policy.clone(), cfg.engine.limits());
+    if opts.summary {
+        engine = engine.track_spending();
+    }
     let reader: Box<dyn std::io::BufRead> = if input == "-" {
         Box::new(BufReader::new(std::io::stdin().lock()))
     } else {

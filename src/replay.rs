@@ -1,6 +1,7 @@
 //! `loopguard replay`: runs the engine over a JSONL file of recorded events and writes one
 //! verdict per line. The same engine as the service; the output is identical every run.
 
+use crate::cost_summary::CostSummary;
 use crate::engine::event::Event;
 use crate::engine::verdict::{Action, Rule};
 use crate::engine::{Engine, Handled};
@@ -69,6 +70,9 @@ pub struct Options {
     /// file is read as partition 0, the line numbered n at offset n - 1 (no `emitted_at`,
     /// so the output stays the same every run).
     pub judged: bool,
+    /// Instead of the verdicts, what loops cost (`cost_summary`): the engine must track
+    /// spending (`Engine::track_spending`).
+    pub summary: bool,
 }
 
 /// Replays `input` through `engine`, writing verdicts to `out` as JSON lines.
@@ -82,6 +86,7 @@ pub fn run(
 ) -> Result<Summary, ReplayError> {
     let strict = opts.strict;
     let mut summary = Summary::default();
+    let mut cost = CostSummary::default();
     let mut verdicts = Vec::new();
     for (i, line) in input.split(b'\n').enumerate() {
         let line = line?;
@@ -114,12 +119,24 @@ pub fn run(
             Handled::UnknownType => summary.unknown_types += 1,
             Handled::Processed | Handled::SessionEnded => summary.events += 1,
         }
+        for s in engine.take_spending() {
+            cost.add(&s);
+        }
         for v in &verdicts {
             *summary.verdicts.entry((v.rule, v.action)).or_default() += 1;
-            serde_json::to_writer(&mut out, v).map_err(std::io::Error::from)?;
-            out.write_all(b"\n")?;
+            if !opts.summary {
+                serde_json::to_writer(&mut out, v).map_err(std::io::Error::from)?;
+                out.write_all(b"\n")?;
+            }
         }
         write_marker(&mut out, opts.judged, number)?;
+    }
+    if opts.summary {
+        engine.end_open_loops();
+        for s in engine.take_spending() {
+            cost.add(&s);
+        }
+        out.write_all(cost.render().as_bytes())?;
     }
     out.flush()?;
     Ok(summary)

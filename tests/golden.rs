@@ -29,7 +29,7 @@ fn replay_file(events: &Path) -> (String, Summary) {
         &mut out,
         replay::Options {
             strict: true,
-            judged: false,
+            ..Default::default()
         },
         |_| {},
     )
@@ -191,6 +191,7 @@ fn judged_markers_follow_the_verdicts_they_cover() {
         let opts = replay::Options {
             strict: true,
             judged: true,
+            ..Default::default()
         };
         let input = std::io::BufReader::new(std::fs::File::open(&events).unwrap());
         replay::run(&mut engine, input, &mut out, opts, |_| {}).unwrap();

@@ -35,6 +35,13 @@ async fn every_rule_family_end_to_end_on_the_right_partition() {
     let want = oracle(&events);
     let rules: BTreeSet<&str> = want.iter().map(|v| v.rule.as_str()).collect();
     assert!(rules.len() >= 7, "{rules:?}");
+    // The fleet reports usage on every response end: loop verdicts carry what their loop
+    // cost, and the stream compared with replay's includes it.
+    let costed = got
+        .iter()
+        .filter(|(_, v)| v.loop_cost.as_ref().and_then(|c| c.tokens).unwrap_or(0) > 0)
+        .count();
+    assert!(costed >= 5, "{costed} verdicts with a loop cost in tokens");
     assert_same(&got, &want);
     let parts = session_partitions(&env);
     for (p, v) in &got {

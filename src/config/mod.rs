@@ -80,6 +80,11 @@ pub struct MetricsConfig {
     pub model_label: bool,
     pub tenant_allow_list: Vec<String>,
     pub model_allow_list: Vec<String>,
+    /// An agent label on the loop-cost families only (spent in loops, by agent).
+    #[serde(default)]
+    pub agent_label: bool,
+    #[serde(default)]
+    pub agent_allow_list: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

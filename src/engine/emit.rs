@@ -23,6 +23,8 @@ pub struct Finding {
     pub message: String,
     pub evidence: Value,
     pub directives: Directives,
+    /// When the loop began (event time), when the rule knows: its first repeated call.
+    pub since_ms: Option<i64>,
 }
 
 impl Finding {
@@ -34,7 +36,14 @@ impl Finding {
             message: message.into(),
             evidence,
             directives: Directives::default(),
+            since_ms: None,
         }
+    }
+
+    /// The loop began at `ms` (event time): what it costs is counted from there.
+    pub fn since(mut self, ms: i64) -> Self {
+        self.since_ms = Some(ms);
+        self
     }
 
     pub fn attempt(mut self, attempt: u32) -> Self {
@@ -85,6 +94,7 @@ impl Cx<'_> {
             enforce: true,
             policy_version: self.policy_version.to_string(),
             loop_cost: None,
+            loop_since_ms: f.since_ms,
         });
     }
 }

@@ -123,8 +123,8 @@ pub const MAX_USAGE_TOKENS: u64 = 100_000_000;
 pub const MAX_USAGE_COST: f64 = 1_000_000.0;
 
 /// What one model response used, as the runtime reports it on `turn_end` or
-/// `assistant_message` (contract: `usage`; every part optional). Kept on the event; no rule
-/// reads it yet, and it is never part of a session's state.
+/// `assistant_message` (contract: `usage`; every part optional). No rule reads it; the
+/// engine attributes it to the loop it was spent in (`engine::spend`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,6 +133,16 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+}
+
+impl Usage {
+    /// Input and output tokens together, when either was reported.
+    pub fn tokens(&self) -> Option<u64> {
+        match (self.input_tokens, self.output_tokens) {
+            (None, None) => None,
+            (i, o) => Some(i.unwrap_or(0).saturating_add(o.unwrap_or(0))),
+        }
+    }
 }
 
 /// The wire form of `limits`: unknown keys ignored (a later runtime may announce more).

@@ -13,6 +13,7 @@ mod real_traces;
 pub mod rules;
 pub mod shell;
 pub mod shell_words;
+pub mod spend;
 pub mod stats;
 pub mod text;
 pub mod verdict;
@@ -85,6 +86,28 @@ pub struct Engine {
     /// `limits.hot_text_sessions`), by the hash of their id: they keep their text lookup
     /// tables. (Two ids with one hash would both count as hot: a cost, never a verdict.)
     hot_text: VecDeque<u64>,
+    /// Usage counted and attributed to loops since the last `take_spending`, when asked for.
+    spending: Option<Vec<Spending>>,
+}
+
+/// What one session's events moved in the loop accounting, with who it was (adapters
+/// label metrics with it under their allow-lists).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spending {
+    pub spent: spend::Spent,
+    pub tenant: Option<String>,
+    pub agent: Option<String>,
+    pub model: Option<String>,
+}
+
+/// `spent` with the labels of the session it was spent in.
+fn labelled(state: &SessionState, spent: Vec<spend::Spent>) -> impl Iterator<Item = Spending> + '_ {
+    spent.into_iter().map(|spent| Spending {
+        spent,
+        tenant: state.tenant.clone(),
+        agent: state.agent.clone(),
+        model: state.model.clone(),
+    })
 }
 
 /// Sessions touched or removed since the last `take_changes` (for state hand-over).
@@ -115,7 +138,40 @@ impl Engine {
             stats: EngineStats::default(),
             changes: None,
             hot_text: VecDeque::new(),
+            spending: None,
         }
+    }
+
+    /// Starts recording what loops cost (`take_spending`); the service and `replay
+    /// --summary` ask for it, others do not pay for it.
+    pub fn track_spending(mut self) -> Self {
+        self.spending = Some(Vec::new());
+        self
+    }
+
+    /// Ends every open loop at the latest event time seen (a recording is over: `replay
+    /// --summary` counts them as ended there), in session order.
+    pub fn end_open_loops(&mut self) {
+        let Some(out) = self.spending.as_mut() else {
+            return;
+        };
+        let mut ids: Vec<&String> = self.sessions.keys().collect();
+        ids.sort();
+        let ids: Vec<String> = ids.into_iter().cloned().collect();
+        for id in ids {
+            let slot = self.sessions.get_mut(&id).expect("listed above");
+            let mut spent = Vec::new();
+            slot.state.end(self.watermark, &mut spent);
+            out.extend(labelled(&slot.state, spent));
+        }
+    }
+
+    /// Usage counted and attributed to loops since the last call, in event order.
+    pub fn take_spending(&mut self) -> Vec<Spending> {
+        self.spending
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Starts recording which sessions change (the service needs it; replay does not).
@@ -150,9 +206,14 @@ impl Engine {
         let id = event.meta.session_id.as_str();
         if let Body::SessionEnd = event.body {
             self.stats.events_by_type[kind] += 1;
-            if self.sessions.remove(id).is_some() {
+            if let Some(mut slot) = self.sessions.remove(id) {
                 self.stats.sessions_ended += 1;
                 self.note_removed(id);
+                if let Some(out) = self.spending.as_mut() {
+                    let mut spent = Vec::new();
+                    slot.state.end(ts, &mut spent);
+                    out.extend(labelled(&slot.state, spent));
+                }
             }
             return Handled::SessionEnded;
         }
@@ -197,6 +258,9 @@ impl Engine {
         };
         let report = slot.state.step(&event, &mut cx);
         self.stats.escalations_given_up += u64::from(report.gave_up);
+        if let Some(out) = self.spending.as_mut().filter(|_| !report.spent.is_empty()) {
+            out.extend(labelled(&slot.state, report.spent));
+        }
         for v in &out[before..] {
             self.stats.verdicts[v.rule.index()][v.action.index()] += 1;
         }

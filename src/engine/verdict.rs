@@ -82,6 +82,15 @@ impl Rule {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// True for the rules that find loops: every rule but the budget signals and the
+    /// required-tool expectation.
+    pub fn is_loop(self) -> bool {
+        !matches!(
+            self,
+            Rule::NearLimit | Rule::SlowConvergence | Rule::CompactionChurn | Rule::RequiredTool
+        )
+    }
 }
 
 impl Serialize for Rule {
@@ -151,10 +160,14 @@ pub struct Verdict {
     /// an older guard's verdict.
     #[serde(default)]
     pub policy_version: String,
-    /// What the loop has cost so far. This version never writes it (usage accounting is
-    /// not implemented yet); read when present.
+    /// What the loop has cost so far, from its first event to this verdict (see
+    /// `engine::spend`); absent on verdicts that are not about a loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_cost: Option<LoopCost>,
+    /// When the loop began (event time), as the rule that found it saw it; read by the
+    /// engine to compute `loop_cost`, then cleared: never on the wire.
+    #[serde(skip)]
+    pub loop_since_ms: Option<i64>,
 }
 
 fn enforced() -> bool {

@@ -1,9 +1,11 @@
 //! Prometheus families of the service, registered once on a registry handed down from
 //! `main` (no globals). Names follow Prometheus conventions; no unbounded labels.
 
+use super::loop_metrics::LoopCostMetrics;
 use crate::config::MetricsConfig;
 use crate::engine::event::EVENT_TYPES;
 use crate::engine::verdict::{Rule, Verdict};
+use crate::engine::Spending;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -38,16 +40,29 @@ pub struct Metrics {
     pub events_ahead_of_clock: IntCounter,
     pub transactions: IntCounterVec,
     pub ready: IntGauge,
+    /// What loops cost (`loop_metrics`).
+    pub loop_cost: LoopCostMetrics,
     labels: LabelPolicy,
 }
 
 #[derive(Clone)]
-struct LabelPolicy {
+pub(crate) struct LabelPolicy {
     tenant: Option<Vec<String>>,
     model: Option<Vec<String>>,
+    /// The loop-cost families only.
+    agent: Option<Vec<String>>,
 }
 
 impl LabelPolicy {
+    /// The tenant, model and agent label values (as configured) of a spending.
+    fn values(&self, s: &Spending) -> Vec<String> {
+        let mut out = Vec::new();
+        out.extend(LabelPolicy::capped(&self.tenant, s.tenant.as_deref()));
+        out.extend(LabelPolicy::capped(&self.model, s.model.as_deref()));
+        out.extend(LabelPolicy::capped(&self.agent, s.agent.as_deref()));
+        out
+    }
+
     fn capped(allow: &Option<Vec<String>>, value: Option<&str>) -> Option<String> {
         allow.as_ref().map(|list| match value {
             Some(v) if list.iter().any(|a| a == v) => v.to_string(),
@@ -97,13 +112,25 @@ impl Metrics {
         let labels = LabelPolicy {
             tenant: cfg.tenant_label.then(|| cfg.tenant_allow_list.clone()),
             model: cfg.model_label.then(|| cfg.model_allow_list.clone()),
+            agent: cfg.agent_label.then(|| cfg.agent_allow_list.clone()),
         };
-        let mut loop_labels = vec!["rule"];
+        let mut who = Vec::new();
         if labels.tenant.is_some() {
-            loop_labels.push("tenant");
+            who.push("tenant");
         }
         if labels.model.is_some() {
-            loop_labels.push("model");
+            who.push("model");
+        }
+        let loop_labels: Vec<&str> = std::iter::once("rule").chain(who.iter().copied()).collect();
+        if labels.agent.is_some() {
+            who.push("agent");
+        }
+        let loop_cost = LoopCostMetrics::new(r, &who, {
+            let labels = labels.clone();
+            std::sync::Arc::new(move |s: &Spending| labels.values(s))
+        })?;
+        if who.is_empty() {
+            loop_cost.init_unlabelled();
         }
         let gauge = |name: &str, help: &str| -> prometheus::Result<IntGauge> {
             let g = IntGauge::new(name, help)?;
@@ -173,6 +200,7 @@ impl Metrics {
             },
             transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
             ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
+            loop_cost,
             registry,
             labels,
         };
@@ -223,10 +251,7 @@ impl Metrics {
             .with_label_values(&[v.rule.as_str(), v.action.as_str()])
             .inc();
         // Budget signals and the required-tool expectation are not loops.
-        if matches!(
-            v.rule,
-            Rule::NearLimit | Rule::SlowConvergence | Rule::CompactionChurn | Rule::RequiredTool
-        ) {
+        if !v.rule.is_loop() {
             return;
         }
         let mut values = vec![v.rule.as_str().to_string()];

@@ -8,6 +8,7 @@ pub mod dlq;
 pub mod embedded;
 pub mod judged;
 pub mod kafka;
+pub mod loop_metrics;
 pub mod metrics;
 pub mod partition;
 pub mod rebalance;

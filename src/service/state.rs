@@ -299,6 +299,8 @@ pub fn replay_events(
         if let Ok(event) = super::dlq::read_event(m.key(), m.payload()) {
             engine.handle_event(event, &mut scratch);
             scratch.clear();
+            // Counted by the instance that judged it first.
+            engine.take_spending();
             *replayed.entry(m.partition()).or_default() += 1;
         }
     })?;

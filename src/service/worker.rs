@@ -167,6 +167,7 @@ impl Worker {
                     self.verdicts.clear();
                     part.engine.handle_event(event, &mut self.verdicts);
                     self.verdicts.clear();
+                    part.engine.take_spending();
                 }
             }
             Err(rejected) => {
@@ -184,6 +185,9 @@ impl Worker {
                 let started = Instant::now();
                 self.verdicts.clear();
                 part.engine.handle_event(event, &mut self.verdicts);
+                for spending in part.engine.take_spending() {
+                    m.loop_cost.on_spending(&spending);
+                }
                 self.now = Instant::now();
                 m.event_processing
                     .observe(self.now.duration_since(started).as_secs_f64());

@@ -39,6 +39,7 @@ class LoopingModel(BaseChatModel):
         else:
             n = sum(isinstance(m, ToolMessage) for m in messages)
             reply = AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": "notes.txt"}, "id": f"call-{n}"}])
+        reply.usage_metadata = {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -64,6 +65,9 @@ def test_the_third_identical_call_is_refused_and_never_runs(guard: Guard) -> Non
     assert out["messages"][-1].content.startswith("I stopped: Blocked")
     blocks = [v for v in session.verdicts if v.action.value == "block"]
     assert [v.rule for v in blocks] == ["tool.exact_repeat"]  # (a `warn` on no progress may come too)
+    # The model's usage_metadata went out on turn_end: the block says what the loop cost
+    # (the two responses before the third call).
+    assert blocks[0].loop_cost is not None and blocks[0].loop_cost.tokens == 220
     assert guard.stats().background_errors == 0
 
 

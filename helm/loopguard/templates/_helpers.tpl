@@ -124,6 +124,8 @@ tenant_label = {{ $m.tenant_label }}
 model_label = {{ $m.model_label }}
 tenant_allow_list = {{ default list $m.tenant_allow_list | toJson }}
 model_allow_list = {{ default list $m.model_allow_list | toJson }}
+agent_label = {{ default false $m.agent_label }}
+agent_allow_list = {{ default list $m.agent_allow_list | toJson }}
 
 [engine]
 session_ttl_secs = {{ $e.session_ttl_secs | int64 }}

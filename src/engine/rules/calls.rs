@@ -32,6 +32,9 @@ pub struct CallRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<u64>,
     pub round: u32,
+    /// When the call was made (event time; 0 in states written before it was kept).
+    #[serde(default)]
+    pub ts_ms: i64,
     /// Position of the call in its request (1, 2, …).
     #[serde(default)]
     pub at: u64,
@@ -146,8 +149,7 @@ impl CallRecord {
         call_id: &str,
         tool: &str,
         args: &Value,
-        round: u32,
-        at: u64,
+        (round, at, ts_ms): (u32, u64, i64),
         p: &ToolPolicy,
     ) -> Self {
         let (text, values) = canon::canonical_with_values(args);
@@ -187,6 +189,7 @@ impl CallRecord {
             output: None,
             error: None,
             round,
+            ts_ms,
             at,
             mutates: named_mutation || restores || command.as_ref().is_some_and(|c| c.mutates),
             restores,
@@ -547,6 +550,11 @@ pub fn results_differ<'a>(calls: impl Iterator<Item = &'a CallRecord>) -> bool {
         }
     }
     false
+}
+
+/// When the first of these calls was made (the start of the loop they make), if known.
+pub fn first_made<'a>(calls: impl Iterator<Item = &'a CallRecord>) -> Option<i64> {
+    calls.map(|c| c.ts_ms).filter(|&t| t > 0).min()
 }
 
 /// Every one of these calls has its result in, and no two results are the same: each try

@@ -18,6 +18,9 @@ pub struct ErrorRepeat {
     /// failing alike are one try, not several (issue 20, item 5).
     #[serde(default)]
     round: u32,
+    /// When the streak's first failure came back (event time; 0: unknown).
+    #[serde(default)]
+    since: i64,
 }
 
 /// Error text with spacing normalized (what "the same error" means here).
@@ -101,6 +104,7 @@ impl ErrorRepeat {
         } else {
             self.key = key;
             self.streak = 1;
+            self.since = cx.meta.ts_ms;
         }
         self.round = round;
         if self.streak == cx.policy.tool.error_repeat && !quiet {
@@ -109,12 +113,13 @@ impl ErrorRepeat {
                  read the error, change the call, or report the blocker.",
                 self.streak
             );
-            cx.emit(Finding::new(
-                Rule::ErrorRepeat,
-                Action::Steer,
-                msg,
-                json!({"tool": tool, "count": self.streak, "error": clip(normalized, 200), "scope": "request"}),
-            ));
+            let evidence = json!({"tool": tool, "count": self.streak, "error": clip(normalized, 200), "scope": "request"});
+            let finding = Finding::new(Rule::ErrorRepeat, Action::Steer, msg, evidence);
+            cx.emit(if self.since > 0 {
+                finding.since(self.since)
+            } else {
+                finding
+            });
             return true;
         }
         false

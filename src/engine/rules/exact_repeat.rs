@@ -9,7 +9,7 @@
 //! tool found something new in between (back to the results page after opening another
 //! item) is browsing, and that occurrence does not count (ours, from web-agent traces).
 
-use super::calls::{polling_with_progress, CallWindow};
+use super::calls::{first_made, polling_with_progress, CallWindow};
 use crate::engine::emit::{Cx, Finding};
 use crate::engine::verdict::{Action, Rule};
 use serde::{Deserialize, Serialize};
@@ -76,7 +76,12 @@ impl ExactRepeat {
         if repeated_effect {
             evidence["repeated_effect"] = true.into();
         }
-        cx.emit(Finding::new(Rule::ExactRepeat, Action::Block, msg, evidence).attempt(self.blocks));
+        let mut finding =
+            Finding::new(Rule::ExactRepeat, Action::Block, msg, evidence).attempt(self.blocks);
+        if let Some(since) = first_made(matches.iter().copied()) {
+            finding = finding.since(since);
+        }
+        cx.emit(finding);
         true
     }
 }

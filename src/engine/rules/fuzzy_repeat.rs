@@ -8,7 +8,9 @@
 //! one model response are never compared with each other: six searches for six dates in
 //! one response are a plan, not a loop (ours).
 
-use super::calls::{results_all_distinct, results_differ, similarity, CallRecord, CallWindow};
+use super::calls::{
+    first_made, results_all_distinct, results_differ, similarity, CallRecord, CallWindow,
+};
 use crate::engine::emit::{Cx, Finding};
 use crate::engine::verdict::{Action, Rule};
 use serde::{Deserialize, Serialize};
@@ -128,7 +130,12 @@ impl FuzzyRepeat {
         if unanswered {
             evidence["results_in"] = false.into();
         }
-        cx.emit(Finding::new(Rule::FuzzyRepeat, action, msg, evidence).attempt(self.blocks));
+        let mut finding =
+            Finding::new(Rule::FuzzyRepeat, action, msg, evidence).attempt(self.blocks);
+        if let Some(since) = first_made(similar.iter().copied()) {
+            finding = finding.since(since);
+        }
+        cx.emit(finding);
         true
     }
 }

@@ -23,6 +23,8 @@ mod turn_limits;
 use super::canon::hash64;
 use super::emit::Cx;
 use super::event::{Body, Effect, Event};
+use super::spend::{LoopSpend, Spent};
+use super::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -107,12 +109,17 @@ pub struct SessionState {
     answers: answer_repeat::AnswerRepeat,
     request: Request,
     turn: Option<turn_limits::Turn>,
+    /// Usage reported, and the loops it is attributed to (issue 18).
+    #[serde(default)]
+    spend: LoopSpend,
 }
 
-/// Counters a session's step reports back to the engine.
-#[derive(Debug, Default, Clone, Copy)]
+/// What a session's step reports back to the engine.
+#[derive(Debug, Default, Clone)]
 pub struct StepReport {
     pub gave_up: u32,
+    /// Usage counted and attributed to loops, loops ended.
+    pub spent: Vec<Spent>,
 }
 
 /// A short, text-free summary of a session for the debug view.
@@ -172,6 +179,7 @@ impl SessionState {
         };
         let ts = event.meta.ts_ms;
         let mut report = StepReport::default();
+        let (before, previous_ms) = (cx.out.len(), self.last_ms);
         self.last_ms = ts;
         self.events += 1;
         if let Some(id) = event.body.turn_id() {
@@ -185,6 +193,7 @@ impl SessionState {
         }
         match &event.body {
             Body::UserMessage { text, limits } => {
+                self.spend.end_all(previous_ms, &mut report.spent);
                 let required =
                     required_tool::RequiredTool::on_user_message(text, &mut self.context, cx);
                 self.request = Request {
@@ -254,7 +263,53 @@ impl SessionState {
         if let Some(start) = self.request.started_ms {
             self.request.budget.check_slow(ts.saturating_sub(start), cx);
         }
+        let budget = &self.request.budget;
+        let rounds_left = budget.max_rounds(cx).saturating_sub(budget.rounds as usize);
+        let rounds_left = u32::try_from(rounds_left).unwrap_or(u32::MAX);
+        self.count_spending(event, &mut cx.out[before..], rounds_left, &mut report.spent);
         report
+    }
+
+    /// What loops cost: the step's verdicts get their `loop_cost` and open (or extend) their
+    /// loops; a response's end ends the loops the agent moved on from; usage is counted.
+    fn count_spending(
+        &mut self,
+        event: &Event,
+        verdicts: &mut [Verdict],
+        rounds_left: u32,
+        spent: &mut Vec<Spent>,
+    ) {
+        let ts = event.meta.ts_ms;
+        let default_since = self
+            .turn
+            .as_ref()
+            .map(|t| t.first_ms)
+            .or(self.request.started_ms)
+            .unwrap_or(ts);
+        let at = super::spend::At {
+            now: ts,
+            default_since,
+            rounds_left,
+        };
+        self.spend.on_verdicts(verdicts, at, spent);
+        match &event.body {
+            Body::TurnEnd { turn_id, usage } => {
+                self.spend.on_turn_end(turn_id, ts, spent);
+                if let Some(u) = usage {
+                    self.spend.on_usage(ts, u.tokens(), u.cost, spent);
+                }
+                self.spend.after_turn_end(turn_id, ts, spent);
+            }
+            Body::AssistantMessage { usage: Some(u), .. } => {
+                self.spend.on_usage(ts, u.tokens(), u.cost, spent);
+            }
+            _ => {}
+        }
+    }
+
+    /// The session ended at `ts`: its open loops end.
+    pub fn end(&mut self, ts: i64, spent: &mut Vec<Spent>) {
+        self.spend.end_all(ts, spent);
     }
 
     fn on_tool_call(
@@ -299,8 +354,13 @@ impl SessionState {
         let (mut sig, mut mutates, mut restores, mut restore_key, mut digest) =
             (0, false, false, 0, None);
         if !exempt {
-            let mut record =
-                calls::CallRecord::new(call_id, tool, args, round.unwrap_or(0), at, &p.tool);
+            let mut record = calls::CallRecord::new(
+                call_id,
+                tool,
+                args,
+                (round.unwrap_or(0), at, cx.meta.ts_ms),
+                &p.tool,
+            );
             (sig, mutates, restores) = (record.sig, record.mutates, record.restores);
             restore_key = record.restore_id();
             digest = record.digest.take();

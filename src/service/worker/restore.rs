@@ -77,7 +77,11 @@ impl Worker {
             &cfg.kafka.state_topic,
             &cfg.kafka.events_topic,
             committed,
-            || Engine::new(cfg.policy.clone(), cfg.engine.limits()).track_changes(),
+            || {
+                Engine::new(cfg.policy.clone(), cfg.engine.limits())
+                    .track_changes()
+                    .track_spending()
+            },
             eos,
         )?;
         let ms = started.elapsed().as_millis() as u64;

@@ -4,7 +4,9 @@ What it does with each part of the agent loop, and with each action (docs/contra
 
 - the run starts: the last human message is published as `user_message`;
 - a model response: its text as `assistant_message`; every tool call it asks for as
-  `tool_call` (before any runs, each waiting up to the guard's deadline), then `turn_end`;
+  `tool_call` (before any runs, each waiting up to the guard's deadline), then `turn_end`
+  with the response's `usage_metadata` as `usage` (what loops cost, on verdicts and
+  dashboards);
 - `block` on a call: the call is not run; it is answered with an error `ToolMessage`
   carrying the verdict's message, and the round's later calls are skipped the same way;
 - `abort`: every call of the round is refused, and the next model call gets the message and
@@ -35,7 +37,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from .client import Session
-from .types import Action, Evidence, Verdict
+from .types import Action, Evidence, Usage, Verdict
 
 
 class LoopguardMiddleware(AgentMiddleware):
@@ -83,7 +85,7 @@ class LoopguardMiddleware(AgentMiddleware):
             if refused is not None and call.get("id"):
                 with self._lock:
                     self._refused[str(call["id"])] = refused
-        self.session.turn_end()
+        self.session.turn_end(usage=_usage(ai))
         return response
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
@@ -132,6 +134,16 @@ class LoopguardMiddleware(AgentMiddleware):
         if aborted is not None:
             return request.override(messages=messages, model_settings=settings, tools=[])
         return request.override(messages=messages, model_settings=settings)
+
+
+def _usage(ai: AIMessage) -> Optional[Usage]:
+    """The response's `usage_metadata` (input and output tokens), when the model says."""
+    meta = getattr(ai, "usage_metadata", None) or {}
+    tokens = {k: meta.get(k) for k in ("input_tokens", "output_tokens")}
+    if all(not isinstance(v, int) or isinstance(v, bool) for v in tokens.values()):
+        return None
+    counts = {k: v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None for k, v in tokens.items()}
+    return Usage(input_tokens=counts["input_tokens"], output_tokens=counts["output_tokens"])
 
 
 def _text(content: Any) -> str:

@@ -1,0 +1,115 @@
+//! What loops cost, summed for people: `loopguard replay --summary` over a recorded file
+//! and the demo's closing lines. Adds up the engine's loop accounting (`engine::spend`):
+//! all usage reported, the part spent in loops by rule, how long they ran, and an estimate
+//! of what stopping them saved.
+
+use crate::engine::spend::Spent;
+use crate::engine::verdict::Rule;
+use crate::engine::Spending;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One rule's loops.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RuleCost {
+    /// Loops ended (a loop still open is in the tokens, not here).
+    pub loops: u64,
+    pub tokens: u64,
+    pub cost: f64,
+    pub seconds: f64,
+    pub saved: u64,
+}
+
+/// The accounting of a stream of `Spending`.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct CostSummary {
+    pub usage_reports: u64,
+    pub tokens: u64,
+    pub cost: f64,
+    pub by_rule: BTreeMap<Rule, RuleCost>,
+}
+
+impl CostSummary {
+    pub fn add(&mut self, s: &Spending) {
+        match s.spent {
+            Spent::Usage { tokens, cost } => {
+                self.usage_reports += 1;
+                self.tokens += tokens;
+                self.cost += cost;
+            }
+            Spent::InLoop { rule, tokens, cost } => {
+                let r = self.by_rule.entry(rule).or_default();
+                r.tokens += tokens;
+                r.cost += cost;
+            }
+            Spent::Saved { rule, tokens } => self.by_rule.entry(rule).or_default().saved += tokens,
+            Spent::Ended { rule, seconds } => {
+                let r = self.by_rule.entry(rule).or_default();
+                r.loops += 1;
+                r.seconds += seconds;
+            }
+        }
+    }
+
+    /// Tokens and cost spent in loops, all rules.
+    pub fn in_loops(&self) -> (u64, f64) {
+        self.by_rule
+            .values()
+            .fold((0, 0.0), |(t, c), r| (t + r.tokens, c + r.cost))
+    }
+
+    pub fn saved(&self) -> u64 {
+        self.by_rule.values().map(|r| r.saved).sum()
+    }
+
+    /// A table for people (the same bytes for the same input).
+    pub fn render(&self) -> String {
+        let (tokens, cost) = self.in_loops();
+        let loops: u64 = self.by_rule.values().map(|r| r.loops).sum();
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "what loops cost: {loops} loops; {tokens} of {} tokens ({}) and {:.4} of {:.4} in cost ({}) were spent in them ({} usage reports)",
+            self.tokens,
+            share(tokens as f64, self.tokens as f64),
+            cost,
+            self.cost,
+            share(cost, self.cost),
+            self.usage_reports
+        );
+        if self.by_rule.is_empty() {
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "  {:<26} {:>6} {:>10} {:>10} {:>9} {:>12}",
+            "rule", "loops", "tokens", "cost", "seconds", "saved (est.)"
+        );
+        for (rule, r) in &self.by_rule {
+            let _ = writeln!(
+                s,
+                "  {:<26} {:>6} {:>10} {:>10.4} {:>9.1} {:>12}",
+                rule.as_str(),
+                r.loops,
+                r.tokens,
+                r.cost,
+                r.seconds,
+                r.saved
+            );
+        }
+        let _ = writeln!(
+            s,
+            "saved (estimate): {} tokens: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed",
+            self.saved()
+        );
+        s
+    }
+}
+
+fn share(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.1} %", 100.0 * part / whole)
+    } else {
+        "no usage reported".to_string()
+    }
+}

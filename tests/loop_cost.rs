@@ -1,0 +1,167 @@
+//! What loops cost (issue 18): `loop_cost` on verdicts from the loop's first event, usage
+//! attributed once to the loop it was spent in, loops ended when the agent moves on or the
+//! request ends, the same accounting across a hand-over, and `replay --summary`.
+mod common;
+
+use common::*;
+use loopguard::cost_summary::CostSummary;
+use loopguard::engine::event::{Body, Event, Usage};
+use loopguard::engine::policy::PolicySet;
+use loopguard::engine::spend::Spent;
+use loopguard::engine::verdict::{Rule, Verdict};
+use loopguard::engine::{Engine, Limits};
+use serde_json::json;
+use std::process::Command;
+
+fn fixture() -> Vec<Event> {
+    std::fs::read_to_string("tests/fixtures/loop_cost.events.jsonl")
+        .unwrap()
+        .lines()
+        .map(|l| Event::decode(l.as_bytes()).unwrap())
+        .collect()
+}
+
+fn engine() -> Engine {
+    Engine::new(PolicySet::default(), Limits::default()).track_spending()
+}
+
+/// Verdicts and accounting of `events` through one engine.
+fn judge(engine: &mut Engine, events: &[Event]) -> (Vec<Verdict>, CostSummary) {
+    let mut out = Vec::new();
+    let mut cost = CostSummary::default();
+    for e in events {
+        engine.handle_event(e.clone(), &mut out);
+        engine.take_spending().iter().for_each(|s| cost.add(s));
+    }
+    (out, cost)
+}
+
+#[test]
+fn a_verdict_carries_what_the_loop_cost_since_its_first_call() {
+    let (v, cost) = judge(&mut engine(), &fixture());
+    let block = &v[0];
+    assert_eq!(block.rule, Rule::ExactRepeat);
+    let c = block.loop_cost.as_ref().unwrap();
+    // Responses 1 and 2 reported 1,280 and 1,380 tokens before the third call.
+    assert_eq!(c.tokens, Some(2660));
+    assert_eq!(c.cost, Some(0.0084));
+    assert_eq!(c.seconds, Some(2.4));
+    // Every token once: the loop's four responses, not the answer after it.
+    assert_eq!(cost.tokens, 1280 + 1380 + 1480 + 1580 + 1740);
+    assert_eq!(cost.in_loops().0, 1280 + 1380 + 1480 + 1580);
+    assert_eq!(cost.by_rule[&Rule::ExactRepeat].loops, 1);
+    assert_eq!(cost.by_rule[&Rule::ErrorRepeat].tokens, 0, "counted once");
+    // Blocked at its third call: 1,330 tokens per response so far, 247 responses left of
+    // the fleet default budget of 250.
+    assert_eq!(cost.by_rule[&Rule::ExactRepeat].saved, 1330 * 247);
+}
+
+#[test]
+fn the_accounting_is_the_same_across_a_hand_over() {
+    let events = fixture();
+    let (whole, whole_cost) = judge(&mut engine(), &events);
+    for cut in 1..events.len() {
+        let mut a = engine();
+        let (mut verdicts, mut cost) = judge(&mut a, &events[..cut]);
+        let mut b = engine();
+        b.restore_clock(a.clock());
+        let bytes = a.snapshot("costly").unwrap();
+        b.restore("costly", &bytes).unwrap();
+        let (rest, rest_cost) = judge(&mut b, &events[cut..]);
+        verdicts.extend(rest);
+        for (rule, r) in rest_cost.by_rule {
+            let mine = cost.by_rule.entry(rule).or_default();
+            mine.loops += r.loops;
+            mine.tokens += r.tokens;
+            mine.cost += r.cost;
+            mine.seconds += r.seconds;
+            mine.saved += r.saved;
+        }
+        cost.tokens += rest_cost.tokens;
+        cost.usage_reports += rest_cost.usage_reports;
+        assert_eq!(verdicts, whole, "cut at {cut}");
+        assert_eq!(cost.in_loops().0, whole_cost.in_loops().0, "cut at {cut}");
+        assert_eq!(cost.by_rule.len(), whole_cost.by_rule.len(), "cut at {cut}");
+        for (rule, r) in &whole_cost.by_rule {
+            assert_eq!(cost.by_rule[rule].loops, r.loops, "cut at {cut}");
+            assert_eq!(cost.by_rule[rule].saved, r.saved, "cut at {cut}");
+        }
+    }
+}
+
+#[test]
+fn a_new_request_ends_the_loop_and_its_usage_is_not_the_loops() {
+    let mut s = Script::new("s");
+    s.user("check the job");
+    for _ in 0..3 {
+        s.round("job_status", json!({"id": 7}), None);
+    }
+    s.user("thanks, something else");
+    let mut events = s.events.clone();
+    events.push(usage_on_answer(&mut s, 900));
+    let mut e = engine();
+    let (v, _) = judge(&mut e, &s.events);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    let mut spent = Vec::new();
+    e.handle_event(events.pop().unwrap(), &mut Vec::new());
+    spent.extend(e.take_spending().into_iter().map(|s| s.spent));
+    assert_eq!(
+        spent,
+        [Spent::Usage {
+            tokens: 900,
+            cost: 0.0
+        }]
+    );
+}
+
+/// An `assistant_message` with `usage` (what some runtimes send instead of `turn_end`'s).
+fn usage_on_answer(s: &mut Script, tokens: u64) -> Event {
+    s.new_turn();
+    let mut e = s.events.last().unwrap().clone();
+    e.meta.event_id = format!("{}-answer", e.meta.event_id);
+    e.meta.ts_ms += 100;
+    e.body = Body::AssistantMessage {
+        turn_id: s.turn_id(),
+        text: "Done.".into(),
+        usage: Some(Usage {
+            output_tokens: Some(tokens),
+            ..Default::default()
+        }),
+    };
+    e
+}
+
+#[test]
+fn without_usage_a_verdict_says_only_how_long_the_loop_ran() {
+    let mut s = Script::new("s");
+    s.user("go");
+    for _ in 0..3 {
+        s.round("read_file", json!({"path": "a"}), None);
+    }
+    let (v, cost) = judge(&mut engine(), &s.events);
+    let c = v[0].loop_cost.as_ref().unwrap();
+    assert_eq!((c.tokens, c.cost), (None, None));
+    assert!(c.seconds.unwrap() > 0.0);
+    assert_eq!(cost.usage_reports, 0);
+}
+
+#[test]
+fn replay_summary_prints_what_the_loops_cost() {
+    let o = Command::new(env!("CARGO_BIN_EXE_loopguard"))
+        .args([
+            "replay",
+            "--summary",
+            "tests/fixtures/loop_cost.events.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "what loops cost: 2 loops; 5720 of 7460 tokens (76.7 %) and 0.0168 of 0.0199 in cost (84.4 %) were spent in them (5 usage reports)\n\
+         \x20 rule                        loops     tokens       cost   seconds saved (est.)\n\
+         \x20 tool.exact_repeat               1       5720     0.0168       5.2       328510\n\
+         \x20 tool.error_repeat               1          0     0.0000       3.2            0\n\
+         saved (estimate): 328510 tokens: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed\n"
+    );
+}
