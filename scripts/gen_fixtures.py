@@ -764,6 +764,19 @@ def loop_cost():
     return s.lines()
 
 
+def rewrite_cycle():
+    # Issue 20, item 2. A coding agent writes its fix whole, tests it, and goes back to the
+    # version before, with reads in between: A, B, A, B, A. The third return to an earlier
+    # content (the fifth write) is steered, though no result reported a state.
+    s = Session("rewrite", who=WHO)
+    s.user("Make test_parse pass.")
+    for i, body in enumerate(["n + 1", "n - 1", "n + 1", "n - 1", "n + 1"]):
+        s.round("write_file", {"path": "src/parse.py", "content": f"def step(n):\n    return {body}\n"})
+        s.round("bash", {"command": "python -m pytest tests/test_parse.py -q"}, ok=False, error=f"1 failed ({i})")
+        s.round("read_file", {"path": f"tests/case_{i}.txt"}, evidence=read(output_hash=f"case{i}"))
+    return s.lines()
+
+
 def answer_repeat():
     # The same short answer three times in a row, whatever the user says.
     s = Session("answers", who={"tenant": "acme", "agent": "support"})
@@ -857,6 +870,7 @@ CASES = {
     "paraphrased_search": paraphrased_search,
     "navigation": navigation,
     "loop_cost": loop_cost,
+    "rewrite_cycle": rewrite_cycle,
     "answer_repeat": answer_repeat,
     "compaction_storm": compaction_storm,
     "code_block_content": code_block_content,

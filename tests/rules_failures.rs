@@ -252,3 +252,56 @@ fn one_failure_gets_one_steer_whichever_forms_come_due() {
     let v = run(&s.events);
     assert_eq!(of_rule(&v, Rule::ErrorRepeat).len(), 1, "{v:#?}");
 }
+
+#[test]
+fn a_file_written_whole_back_to_an_earlier_content_the_third_time_is_steered() {
+    // Version A, B, A, B, A of one file, a test run after each: the third return to an
+    // earlier content (the fifth write) is steered, by the content the calls wrote.
+    let mut s = Script::new("s");
+    s.user("fix the parser");
+    let mut writes = Vec::new();
+    for (i, body) in ["A", "B", "A", "B", "A"].iter().enumerate() {
+        let text = format!("def parse(x):\n    return {body}\n");
+        writes.push(s.round(
+            "str_replace_editor",
+            json!({"command": "create", "path": "/r/parse.py", "file_text": text}),
+            None,
+        ));
+        s.round(
+            "bash",
+            json!({"command": format!("pytest -q -k case{i}")}),
+            None,
+        );
+    }
+    let v = run(&s.events);
+    let hits = of_rule(&v, Rule::RevertCycle);
+    assert_eq!(hits.len(), 1, "{v:#?}");
+    assert_eq!(hits[0].evidence["kind"], "state");
+    assert_eq!(hits[0].evidence["count"], 3);
+    // On the fifth write's result.
+    let fifth = s
+        .events
+        .iter()
+        .position(|e| e.meta.event_id == writes[4])
+        .unwrap();
+    let at = s
+        .events
+        .iter()
+        .position(|e| e.meta.event_id == hits[0].event_id)
+        .unwrap();
+    assert!(at > fifth && at <= fifth + 2);
+}
+
+#[test]
+fn a_heredoc_written_again_as_it_already_was_is_not_a_return() {
+    // The same heredoc three times in a row changes nothing (counted as returns, the last
+    // write would be the third); then B, A: one return, no steer.
+    let mut s = Script::new("s");
+    s.user("write the script");
+    let write = |body: &str| json!({"command": format!("cat > run.sh <<'EOF'\n{body}\nEOF")});
+    for body in ["echo a", "echo a", "echo a", "echo b", "echo a"] {
+        s.round("bash", write(body), None);
+    }
+    let v = run(&s.events);
+    assert!(of_rule(&v, Rule::RevertCycle).is_empty(), "{v:#?}");
+}

@@ -3,6 +3,9 @@
 //! 3-gram sets, the results their calls reported, and the successful mutations between
 //! them (a call repeated after the world changed is not a repeat). Pure.
 
+use super::call_kind::{
+    named_by, restore_key, shell_command, subcommand, whole_write, writes_by_name, RESTORE_VERBS,
+};
 use super::error_spread::ArgDigest;
 use crate::engine::canon;
 use crate::engine::policy::ToolPolicy;
@@ -59,89 +62,15 @@ pub struct CallRecord {
     /// pending call when it is made, never kept in the window.
     #[serde(skip)]
     pub digest: Option<ArgDigest>,
+    /// The file it writes whole and a fingerprint of the content (`call_kind::whole_write`),
+    /// taken into the pending call like `digest`.
+    #[serde(skip)]
+    pub whole_write: Option<(String, u64)>,
 }
 
 /// Fields added to the state later: what a checkpoint written before them restores to.
 fn answered_before_this_field() -> bool {
     true
-}
-
-/// A tool (or a tool's sub-command) that changes the world by its name: listed in
-/// `mutation_tools`, or starting with a verb of `mutation_verbs`.
-fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
-    p.mutation_tools.iter().any(|t| t == name) || {
-        let verb = first_word(name);
-        p.mutation_verbs
-            .iter()
-            .any(|v| v.eq_ignore_ascii_case(verb))
-    }
-}
-
-/// The sub-command of a multi-purpose tool (`str_replace_editor` with `command:
-/// "str_replace"`, a `files` tool with `action: "delete"`): the first word of that argument.
-fn subcommand(args: &Value) -> Option<&str> {
-    let map = args.as_object()?;
-    ["command", "action", "operation", "op"]
-        .iter()
-        .find_map(|k| map.get(*k).and_then(Value::as_str))
-        .and_then(|c| c.split_whitespace().next())
-}
-
-/// A tool (or sub-command) whose name starts with a verb of `verbs`.
-fn named_by<V: AsRef<str>>(tool: &str, args: &Value, verbs: &[V]) -> bool {
-    let verb = |name: &str| {
-        let w = first_word(name);
-        verbs.iter().any(|v| v.as_ref().eq_ignore_ascii_case(w))
-    };
-    verb(tool) || subcommand(args).is_some_and(verb)
-}
-
-/// The verbs of a tool (or sub-command) that puts something back as it was: `undo_edit`,
-/// `revert_file`, `restore`, `rollback`.
-const RESTORE_VERBS: [&str; 4] = ["undo", "revert", "restore", "rollback"];
-
-/// Which restore a call is (see `CallRecord::restore_key`).
-fn restore_key(sig: u64, identity: u64, command: Option<&shell::Command>) -> u64 {
-    match command {
-        Some(c) if !c.restored.is_empty() => {
-            // In order: `cp f f.orig` saves the file, `cp f.orig f` restores it.
-            canon::hash64(format!("restore\n{}", c.restored.join("\n")).as_bytes()) | 1
-        }
-        Some(_) => sig,
-        None if identity != 0 => identity,
-        None => sig,
-    }
-}
-
-/// The first word of a tool name (compared without case): `cancel_order`, `cancel-order`
-/// and `cancelOrder` all give `cancel`.
-fn first_word(tool: &str) -> &str {
-    let end = tool
-        .char_indices()
-        .find(|&(i, c)| matches!(c, '_' | '-' | '.' | ' ') || (i > 0 && c.is_uppercase()))
-        .map_or(tool.len(), |(i, _)| i);
-    &tool[..end]
-}
-
-/// What the call's command text says it does: the whole analysis for shell tools; for
-/// another tool that takes a command line, only its identity options.
-fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<shell::Command> {
-    let shell = p.shell_tools.iter().any(|t| t == tool);
-    let text = match args {
-        Value::String(s) if shell => s.as_str(),
-        Value::Object(map) => ["command", "cmd", "script", "commands", "input"]
-            .iter()
-            .find_map(|k| map.get(*k).and_then(Value::as_str))?,
-        _ => return None,
-    };
-    if shell {
-        return Some(shell::analyse(text, &p.identity_keys));
-    }
-    let views = shell::identity_views(text, &p.identity_keys);
-    Some(shell::Command {
-        views,
-        ..Default::default()
-    })
 }
 
 impl CallRecord {
@@ -201,6 +130,7 @@ impl CallRecord {
             },
             answered: false,
             digest: (!is_shell).then(|| ArgDigest::of(args, &text, &values)),
+            whole_write: whole_write(tool, args, command.as_ref(), p),
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod answer_repeat;
 mod budget;
+mod call_kind;
 mod calls;
 mod cycle;
 mod discovery_only;
@@ -10,6 +11,7 @@ mod error_repeat;
 mod error_spread;
 mod escalation;
 mod exact_repeat;
+mod failures;
 mod fuzzy_repeat;
 mod near_duplicate;
 mod no_change;
@@ -55,6 +57,9 @@ struct Pending {
     /// A non-shell call's arguments, for the wider error forms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     digest: Option<error_spread::ArgDigest>,
+    /// The file it writes whole, and what it writes there (its state after a success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    whole_write: Option<(String, u64)>,
 }
 
 /// Everything scoped to one user request (reset by a `user_message`).
@@ -351,8 +356,8 @@ impl SessionState {
         }
         req.required.on_call(tool, args, cx);
         let at = req.window.next_position();
-        let (mut sig, mut mutates, mut restores, mut restore_key, mut digest) =
-            (0, false, false, 0, None);
+        let (mut sig, mut mutates, mut restores, mut restore_key) = (0, false, false, 0);
+        let (mut digest, mut whole_write) = (None, None);
         if !exempt {
             let mut record = calls::CallRecord::new(
                 call_id,
@@ -364,6 +369,7 @@ impl SessionState {
             (sig, mutates, restores) = (record.sig, record.mutates, record.restores);
             restore_key = record.restore_id();
             digest = record.digest.take();
+            whole_write = record.whole_write.take();
             let keep = p.tool.window.max(1);
             req.window.push(record.clone(), keep);
             let repeated = req.exact.on_call(&req.window, cx) || req.fuzzy.on_call(&req.window, cx);
@@ -385,6 +391,7 @@ impl SessionState {
             restore_key,
             at,
             digest,
+            whole_write,
         });
         while req.pending.len() > MAX_PENDING_CALLS {
             req.pending.pop_front();
@@ -434,6 +441,14 @@ impl SessionState {
                 };
                 req.reverts.on_restored(key);
             }
+            let reported = evidence
+                .as_ref()
+                .and_then(|ev| Some((ev.resource.as_deref()?, ev.state_after.as_deref()?)));
+            if let (None, Some((file, content))) = (reported, &pending.whole_write) {
+                // No state reported: a file written whole is in the state its content says.
+                req.reverts
+                    .on_state(file, None, &format!("{content:016x}"), cx);
+            }
             if let Some(ev) = evidence.as_ref() {
                 if let (Some(resource), Some(after)) = (&ev.resource, &ev.state_after) {
                     req.reverts
@@ -461,62 +476,6 @@ impl SessionState {
         open.add(outcome);
         if open.complete() {
             self.close_round(cx);
-        }
-    }
-
-    /// The error rules, on a result of `pending` (a call of `tool`): `error` when it failed
-    /// (normalized), `output` its output hash. One verdict per failure at most: a form that
-    /// comes due after another spoke counts it silently.
-    fn on_failure(
-        &mut self,
-        pending: &Pending,
-        tool: &str,
-        error: Option<&str>,
-        output: Option<&str>,
-        cx: &mut Cx,
-    ) {
-        use error_repeat::Scope;
-        use error_spread::{Failed, Form};
-        let (sig, at) = (pending.sig, pending.at as u32);
-        if let Some(e) = error {
-            let window = &mut self.request.window;
-            window.record_error(&pending.call_id, hash64(e.as_bytes()));
-        }
-        let failed = Failed {
-            tool,
-            sig,
-            error: error.unwrap_or(""),
-            digest: pending.digest.as_ref(),
-        };
-        // The wider forms that already spoke about this failure silence the narrower ones.
-        let failing = error.is_some();
-        let in_request = failing && self.request.spread.reported(&failed, Form::ToolInRequest);
-        let in_session = failing && self.spread.reported(&failed, Form::ToolAcrossRequests);
-        let req = &mut self.request;
-        let before = cx.out.len();
-        req.errors
-            .on_result(sig, pending.round, tool, error, output, in_request, cx);
-        let Some(error) = error else { return };
-        if let Some(key) = error_repeat::failure_key(error, output) {
-            let said = in_request || cx.out.len() > before;
-            req.failures
-                .on_failure(sig, tool, &key, at, Scope::Request, said, cx);
-            let said = in_session || cx.out.len() > before;
-            self.failures
-                .on_failure(sig, tool, &key, self.requests, Scope::Session, said, cx);
-        }
-        let forms = [
-            (Form::ToolInRequest, pending.round),
-            (Form::ToolAcrossRequests, self.requests),
-            (Form::CallAcrossRequests, self.requests),
-        ];
-        for (form, occasion) in forms {
-            let said = cx.out.len() > before;
-            let scope = match form {
-                Form::ToolInRequest => &mut self.request.spread,
-                _ => &mut self.spread,
-            };
-            scope.on_failure(&failed, form, occasion, said, cx);
         }
     }
 

@@ -30,6 +30,9 @@ struct Restore {
 struct Resource {
     key: u64,
     states: VecDeque<u64>,
+    /// The state the last mutation left it in.
+    #[serde(default)]
+    current: Option<u64>,
     returns: u32,
     reported: bool,
 }
@@ -107,9 +110,12 @@ impl RevertCycle {
         let r = &mut self.resources[pos];
         let before = before.map(|b| hash64(b.as_bytes()));
         let after = hash64(after.as_bytes());
-        if before == Some(after) {
-            return; // nothing changed: `tool.no_change`'s evidence, not a return
+        // Nothing changed, by its evidence or written again as it already was: not a
+        // return (`tool.no_change` and the repeat rules judge those).
+        if before == Some(after) || (before.is_none() && r.current == Some(after)) {
+            return;
         }
+        r.current = Some(after);
         if r.states.contains(&after) {
             r.returns += 1;
         }

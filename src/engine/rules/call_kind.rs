@@ -1,0 +1,119 @@
+//! What a call is by its tool's name, its sub-command or its command line: a change to
+//! the world, a restore of an earlier state, a navigation step. Pure.
+
+use crate::engine::canon;
+use crate::engine::policy::ToolPolicy;
+use crate::engine::shell;
+use serde_json::Value;
+
+/// A tool (or a tool's sub-command) that changes the world by its name: listed in
+/// `mutation_tools`, or starting with a verb of `mutation_verbs`.
+pub(super) fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
+    p.mutation_tools.iter().any(|t| t == name) || {
+        let verb = first_word(name);
+        p.mutation_verbs
+            .iter()
+            .any(|v| v.eq_ignore_ascii_case(verb))
+    }
+}
+
+/// The sub-command of a multi-purpose tool (`str_replace_editor` with `command:
+/// "str_replace"`, a `files` tool with `action: "delete"`): the first word of that argument.
+pub(super) fn subcommand(args: &Value) -> Option<&str> {
+    let map = args.as_object()?;
+    ["command", "action", "operation", "op"]
+        .iter()
+        .find_map(|k| map.get(*k).and_then(Value::as_str))
+        .and_then(|c| c.split_whitespace().next())
+}
+
+/// A tool (or sub-command) whose name starts with a verb of `verbs`.
+pub(super) fn named_by<V: AsRef<str>>(tool: &str, args: &Value, verbs: &[V]) -> bool {
+    let verb = |name: &str| {
+        let w = first_word(name);
+        verbs.iter().any(|v| v.as_ref().eq_ignore_ascii_case(w))
+    };
+    verb(tool) || subcommand(args).is_some_and(verb)
+}
+
+/// The verbs of a tool (or sub-command) that puts something back as it was: `undo_edit`,
+/// `revert_file`, `restore`, `rollback`.
+pub(super) const RESTORE_VERBS: [&str; 4] = ["undo", "revert", "restore", "rollback"];
+
+/// Which restore a call is (see `CallRecord::restore_key`).
+pub(super) fn restore_key(sig: u64, identity: u64, command: Option<&shell::Command>) -> u64 {
+    match command {
+        Some(c) if !c.restored.is_empty() => {
+            // In order: `cp f f.orig` saves the file, `cp f.orig f` restores it.
+            canon::hash64(format!("restore\n{}", c.restored.join("\n")).as_bytes()) | 1
+        }
+        Some(_) => sig,
+        None if identity != 0 => identity,
+        None => sig,
+    }
+}
+
+/// The first word of a tool name (compared without case): `cancel_order`, `cancel-order`
+/// and `cancelOrder` all give `cancel`.
+pub(super) fn first_word(tool: &str) -> &str {
+    let end = tool
+        .char_indices()
+        .find(|&(i, c)| matches!(c, '_' | '-' | '.' | ' ') || (i > 0 && c.is_uppercase()))
+        .map_or(tool.len(), |(i, _)| i);
+    &tool[..end]
+}
+
+/// Keys of a write tool's arguments that hold a whole file's new content, and its path.
+const CONTENT_KEYS: [&str; 5] = ["content", "contents", "file_text", "text", "code"];
+const PATH_KEYS: [&str; 4] = ["path", "file_path", "file", "filename"];
+
+/// The file a call writes whole, and a fingerprint of what it writes there: a write
+/// tool's path and content arguments (`create`, `write_file`), or a shell command line
+/// that writes one file from a heredoc (`cat > f <<'EOF' … EOF`: the same command line,
+/// the same content). `None` for partial edits (`str_replace`, `sed -i`): their result
+/// depends on the file before them.
+pub(super) fn whole_write(
+    tool: &str,
+    args: &Value,
+    command: Option<&shell::Command>,
+    p: &ToolPolicy,
+) -> Option<(String, u64)> {
+    if p.shell_tools.iter().any(|t| t == tool) {
+        let c = command?;
+        let text = args
+            .as_str()
+            .or_else(|| args.get("command").and_then(Value::as_str))?;
+        let first = text.lines().next()?;
+        let heredoc = first.contains("<<") && (first.contains("cat ") || first.contains("cat>"));
+        return match c.writes.as_slice() {
+            [file] if heredoc => Some((file.clone(), canon::hash64(text.as_bytes()))),
+            _ => None,
+        };
+    }
+    let map = args.as_object()?;
+    let named = writes_by_name(tool, p) || subcommand(args).is_some_and(|c| writes_by_name(c, p));
+    let path = PATH_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
+    let content = CONTENT_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
+    named.then(|| (path.to_string(), canon::hash64(content.as_bytes())))
+}
+
+/// What the call's command text says it does: the whole analysis for shell tools; for
+/// another tool that takes a command line, only its identity options.
+pub(super) fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<shell::Command> {
+    let shell = p.shell_tools.iter().any(|t| t == tool);
+    let text = match args {
+        Value::String(s) if shell => s.as_str(),
+        Value::Object(map) => ["command", "cmd", "script", "commands", "input"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_str))?,
+        _ => return None,
+    };
+    if shell {
+        return Some(shell::analyse(text, &p.identity_keys));
+    }
+    let views = shell::identity_views(text, &p.identity_keys);
+    Some(shell::Command {
+        views,
+        ..Default::default()
+    })
+}
