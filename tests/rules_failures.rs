@@ -7,6 +7,11 @@ use common::*;
 use loopguard::engine::verdict::{Action, Rule};
 use serde_json::json;
 
+/// Where the event `id` is in the script.
+fn position(s: &Script, id: &str) -> usize {
+    s.events.iter().position(|e| e.meta.event_id == id).unwrap()
+}
+
 /// One request in which `tool` is called once with `args` and fails with `error`.
 fn failing_request(s: &mut Script, tool: &str, args: serde_json::Value, error: &str) -> String {
     s.user("Please try again.");
@@ -75,17 +80,7 @@ fn the_same_call_failing_in_four_requests_is_steered_whatever_its_error_says() {
     assert_eq!(hits[0].evidence["errors"], "vary");
     assert_eq!(hits[0].evidence["count"], 4);
     // On the 4th failure, the result of the 4th call.
-    let last_call = s
-        .events
-        .iter()
-        .position(|e| e.meta.event_id == ids[3])
-        .unwrap();
-    let at = s
-        .events
-        .iter()
-        .position(|e| e.meta.event_id == hits[0].event_id)
-        .unwrap();
-    assert!(at > last_call);
+    assert!(position(&s, &hits[0].event_id) > position(&s, &ids[3]));
 }
 
 #[test]
@@ -279,16 +274,7 @@ fn a_file_written_whole_back_to_an_earlier_content_the_third_time_is_steered() {
     assert_eq!(hits[0].evidence["kind"], "state");
     assert_eq!(hits[0].evidence["count"], 3);
     // On the fifth write's result.
-    let fifth = s
-        .events
-        .iter()
-        .position(|e| e.meta.event_id == writes[4])
-        .unwrap();
-    let at = s
-        .events
-        .iter()
-        .position(|e| e.meta.event_id == hits[0].event_id)
-        .unwrap();
+    let (fifth, at) = (position(&s, &writes[4]), position(&s, &hits[0].event_id));
     assert!(at > fifth && at <= fifth + 2);
 }
 
