@@ -44,10 +44,16 @@ enum Command {
         #[arg(default_value = "-")]
         input: String,
     },
-    /// Print the effective rule table.
+    /// Print the effective rule table: each rule's mode and where it was set.
     Rules {
         #[arg(long, env = "LOOPGUARD_CONFIG")]
         config: Option<String>,
+        /// The table as this tenant's sessions get it (its overrides applied).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// The table as this agent's sessions get it.
+        #[arg(long)]
+        agent: Option<String>,
     },
     /// Validate a configuration file without starting anything.
     CheckConfig { file: String },
@@ -121,9 +127,18 @@ fn main() -> ExitCode {
             },
             &input,
         ),
-        Command::Rules { config } => match load_config(config.as_deref()) {
-            Ok(c) => {
-                print!("{}", loopguard::cli::rules_table::render(c.policy.global()));
+        Command::Rules {
+            config,
+            tenant,
+            agent,
+        } => match load_config(config.as_deref()) {
+            Ok(mut c) => {
+                let table = loopguard::cli::rules_table::render(
+                    &mut c.policy,
+                    tenant.as_deref(),
+                    agent.as_deref(),
+                );
+                print!("{table}");
                 // What every verdict of this configuration carries (`policy_version`).
                 println!("policy_version: {}", c.policy.version());
                 ExitCode::SUCCESS
