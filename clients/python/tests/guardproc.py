@@ -76,6 +76,11 @@ class GuardProcess:
             '"session.timeout.ms" = "6000"\n'
             "[admin]\n"
             f'listen = "127.0.0.1:{self.admin_port}"\n'
+            # Tenant `observer` runs every rule in observe mode (test_observe_mode.py).
+            "[[policy.overrides]]\n"
+            'tenant = "observer"\n'
+            "[policy.overrides.set]\n"
+            'mode = "observe"\n'
         )
 
     def create_topics(self) -> str:

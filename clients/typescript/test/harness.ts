@@ -64,6 +64,11 @@ export class GuardProcess {
         '"session.timeout.ms" = "6000"',
         "[admin]",
         `listen = "127.0.0.1:${g.adminPort}"`,
+        // Tenant `observer` runs every rule in observe mode (guard.test.ts).
+        "[[policy.overrides]]",
+        'tenant = "observer"',
+        "[policy.overrides.set]",
+        'mode = "observe"',
         "",
       ].join("\n"),
     );
