@@ -42,6 +42,11 @@ pub struct Metrics {
     pub ready: IntGauge,
     /// What loops cost (`loop_metrics`).
     pub loop_cost: LoopCostMetrics,
+    /// Published policy versions, by outcome (applied, refused).
+    pub policy_updates: IntCounterVec,
+    /// 1 for the version this instance's threads apply; the series of the previous one is
+    /// removed (one series at a time).
+    policy_info: IntGaugeVec,
     labels: LabelPolicy,
 }
 
@@ -213,6 +218,12 @@ impl Metrics {
             transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
             ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
             loop_cost,
+            policy_updates: counter(r, "loopguard_policy_updates_total", "Policy versions read from the policy topic, by outcome: applied, or refused whole (invalid; the version in force stays).", &["outcome"])?,
+            policy_info: {
+                let g = IntGaugeVec::new(Opts::new("loopguard_policy_info", "1 for the policy version in force on this instance (the latest valid one published, else the configuration's)."), &["version"])?;
+                r.register(Box::new(g.clone()))?;
+                g
+            },
             registry,
             labels,
         };
@@ -237,6 +248,9 @@ impl Metrics {
                     m.loops.with_label_values(&[rule.as_str(), mode]);
                 }
             }
+        }
+        for outcome in ["applied", "refused"] {
+            m.policy_updates.with_label_values(&[outcome]);
         }
         for outcome in ["commit", "abort"] {
             m.transactions.with_label_values(&[outcome]);
@@ -278,6 +292,19 @@ impl Metrics {
         }
         let refs: Vec<&str> = values.iter().map(String::as_str).collect();
         self.loops.with_label_values(&refs).inc();
+    }
+
+    /// The version in force on this instance is `version` (the series of the previous one
+    /// goes).
+    pub fn set_policy_version(&self, version: &str) {
+        self.policy_info.reset();
+        self.policy_info.with_label_values(&[version]).set(1);
+    }
+
+    /// A published version was applied.
+    pub fn on_policy_applied(&self, version: &str) {
+        self.policy_updates.with_label_values(&["applied"]).inc();
+        self.set_policy_version(version);
     }
 
     /// The text exposition of every family.
