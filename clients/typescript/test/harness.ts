@@ -57,6 +57,7 @@ export class GuardProcess {
         `verdicts_topic = "${g.name}-verdicts"`,
         `dlq_topic = "${g.name}-dlq"`,
         `state_topic = "${g.name}-state"`,
+        `policy_topic = "${g.name}-policy"`,
         `transactional_id_prefix = "${g.name}"`,
         "batch_max_ms = 20",
         "[kafka.properties]",
@@ -127,7 +128,7 @@ export class GuardProcess {
     const admin = kafka.admin();
     try {
       await admin.connect();
-      await admin.deleteTopics({ topics: ["events", "verdicts", "dlq", "state"].map((k) => `${this.name}-${k}`) });
+      await admin.deleteTopics({ topics: ["events", "verdicts", "dlq", "state", "policy"].map((k) => `${this.name}-${k}`) });
     } catch {
       // already gone: nothing to clean
     } finally {
