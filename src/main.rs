@@ -118,6 +118,15 @@ enum PolicyCommand {
         #[arg(long, env = "LOOPGUARD_CONFIG")]
         config: Option<String>,
     },
+    /// The policy switches recorded in the state topic (JSON lines, one partition's for
+    /// `replay --policy-changes`): at which events offset each version took effect.
+    History {
+        /// Only this partition's.
+        #[arg(long)]
+        partition: Option<i32>,
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+    },
     /// The policy version in force on each instance, per stream thread and partition, from
     /// their admin endpoints.
     Show {
@@ -329,6 +338,23 @@ fn policy(command: PolicyCommand) -> ExitCode {
                         "published {version} to {} at offset {offset}",
                         cfg.kafka.policy_topic
                     );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        PolicyCommand::History { partition, config } => {
+            let cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match p::history(&cfg, partition) {
+                Ok(changes) => {
+                    for (p, change) in changes {
+                        let mut line = serde_json::to_value(&change).unwrap_or_default();
+                        line["partition"] = p.into();
+                        println!("{line}");
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),

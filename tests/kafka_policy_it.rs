@@ -153,7 +153,8 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
     let env = Env::new(b, "policy");
     env.create_topics().await;
     create_policy_topic(&env).await;
-    let settings = "threads = 2\ncheckpoint_max_ms = 1000\n";
+    // No checkpoint but the ones a policy switch writes: the survivor restores from those.
+    let settings = "threads = 2\ncheckpoint_max_ms = 600000\ncheckpoint_max_events = 10000000\n";
     let (admin_a, admin_b) = (free_admin(), free_admin());
     let cfg_a = instance_config(&env, settings, "a", admin_a);
     let cfg_b = instance_config(&env, settings, "b", admin_b);
@@ -256,7 +257,8 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
     assert!(got.iter().any(|(_, v)| v.rule.as_str() == "tool.exact_repeat" && !v.enforce));
     assert!(got.iter().all(|(_, v)| v.enforce == (v.policy_version == default_version || v.rule.as_str() != "tool.exact_repeat")));
 
-    // `loopguard replay --policy-changes` of one partition gives the same verdicts.
+    // `loopguard policy history` prints the recorded changes; `loopguard replay
+    // --policy-changes` of one partition with them gives the same verdicts.
     let (p, events) = by_partition.iter().max_by_key(|(_, e)| e.len()).unwrap();
     let dir = env.dir.path();
     let events_text: String = env
@@ -266,11 +268,16 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
         .map(|(_, _, v, _)| format!("{}\n", String::from_utf8(v.unwrap()).unwrap()))
         .collect();
     std::fs::write(dir.join("p.events.jsonl"), events_text).unwrap();
-    let changes_text: String = changes[p]
-        .iter()
-        .map(|c| format!("{}\n", String::from_utf8(c.to_json()).unwrap()))
+    let out = loopguard(&["policy", "history", "--partition", &p.to_string(), "--config", &cfg_b]);
+    assert!(out.status.success(), "{out:?}");
+    let history: Vec<PolicyChange> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    std::fs::write(dir.join("p.changes.jsonl"), changes_text).unwrap();
+    let mut recorded = changes[p].clone();
+    recorded.sort_by_key(|c| (c.from_offset, c.seq));
+    assert_eq!(history, recorded);
+    std::fs::write(dir.join("p.changes.jsonl"), &out.stdout).unwrap();
     let out = loopguard(&[
         "replay",
         "--policy-changes",

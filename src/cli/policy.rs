@@ -6,6 +6,7 @@
 use crate::config::Config;
 use crate::engine::policy::PolicySet;
 use crate::service::policy_feed::{Published, POLICY_RECORD_KEY};
+use crate::service::policy_record::{is_policy_key, PolicyChange};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -115,6 +116,62 @@ impl rdkafka::producer::ProducerContext for Delivered {
             *d = Some(r);
         }
     }
+}
+
+/// The policy switches the guards recorded in the state topic (`policy_record`), of one
+/// partition or all, in offset order: what `loopguard replay --policy-changes` reads.
+pub fn history(
+    cfg: &Config,
+    only: Option<i32>,
+) -> Result<Vec<(i32, PolicyChange)>, PolicyCliError> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let kafka = |e: rdkafka::error::KafkaError| PolicyCliError::Kafka(e.to_string());
+    let consumer: BaseConsumer = crate::service::kafka::state_reader_config(cfg)
+        .create()
+        .map_err(kafka)?;
+    let topic = &cfg.kafka.state_topic;
+    let partitions = crate::service::kafka::partition_count(&consumer, topic)
+        .map_err(|e| PolicyCliError::Kafka(e.to_string()))?
+        .ok_or_else(|| PolicyCliError::Kafka(format!("no topic {topic}")))?;
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = std::collections::BTreeMap::new();
+    for p in (0..partitions as i32).filter(|p| only.is_none_or(|o| o == *p)) {
+        let (_, high) = consumer
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .map_err(kafka)?;
+        if high > 0 {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .map_err(kafka)?;
+            ends.insert(p, high);
+        }
+    }
+    consumer.assign(&tpl).map_err(kafka)?;
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let position = |p: i32| -> i64 {
+        consumer
+            .position()
+            .ok()
+            .and_then(|l| l.find_partition(topic, p).map(|e| e.offset()))
+            .and_then(|o| if let Offset::Offset(o) = o { Some(o) } else { None })
+            .unwrap_or(0)
+    };
+    while ends.iter().any(|(p, end)| position(*p) < *end) {
+        if std::time::Instant::now() > deadline {
+            return Err(PolicyCliError::Kafka(format!("{topic} not read to its end in 120 s")));
+        }
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            if m.key().is_some_and(is_policy_key) {
+                if let Some(change) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
+                    out.push((m.partition(), change));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|(p, c): &(i32, PolicyChange)| (*p, c.from_offset, c.seq));
+    Ok(out)
 }
 
 /// `GET /v1/policy` of one instance's admin endpoint.

@@ -87,7 +87,8 @@ impl Part {
     /// Puts `change.policy` in force from the next event on (whose offset is `offset`),
     /// writing into the open batch a checkpoint at that point and the record of the switch
     /// (`policy_record`): a restore starts from the checkpoint with this policy, so the
-    /// events before and after are judged as they were. Returns the record written.
+    /// events before and after are judged as they were. The caller has collected the
+    /// batch's changes first (`collect_changes`). Returns the record written.
     pub fn switch_policy(
         &mut self,
         producer: &GuardProducer,

@@ -41,6 +41,17 @@ impl Worker {
         if part.policy_seq >= self.live.seq {
             return Ok(());
         }
+        // The checkpoint of the switch is taken mid-batch: the sessions the open batch
+        // changed so far must be in it as they are now, as a commit's checkpoint has them.
+        let (touched, removed) = part.collect_changes();
+        for id in touched {
+            if let Some(summary) = part.engine.summary(&id) {
+                self.shared.sessions.insert(id, (partition, summary));
+            }
+        }
+        for id in removed {
+            self.shared.sessions.remove(&id);
+        }
         let change = part.switch_policy(
             self.producer.producer(),
             &self.cfg.kafka.state_topic,
