@@ -289,7 +289,10 @@ mod tests {
             engine.handle_event(e, &mut out);
         }
         let observed: Vec<&Verdict> = out.iter().filter(|v| !v.enforce).collect();
-        assert!(!observed.is_empty(), "the demo fleet triggers {DEMO_OBSERVED_RULE}");
+        assert!(
+            !observed.is_empty(),
+            "the demo fleet triggers {DEMO_OBSERVED_RULE}"
+        );
         assert!(observed.iter().all(|v| v.rule == rule));
         assert!(out.iter().any(|v| v.enforce));
         assert!(verdict_line(observed[0]).contains(" observe "));

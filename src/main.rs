@@ -423,12 +423,13 @@ fn replay(
     };
     let tty = std::io::stderr().is_terminal();
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let result = loopguard::replay::run_with_changes(&mut engine, reader, stdout, opts, &changes, |n| {
-        if tty {
-            eprint!("\r{n} lines…");
-            let _ = std::io::stderr().flush();
-        }
-    });
+    let result =
+        loopguard::replay::run_with_changes(&mut engine, reader, stdout, opts, &changes, |n| {
+            if tty {
+                eprint!("\r{n} lines…");
+                let _ = std::io::stderr().flush();
+            }
+        });
     if tty {
         eprint!("\r");
     }

@@ -85,7 +85,14 @@ pub fn run(
     opts: Options,
     progress: impl FnMut(usize),
 ) -> Result<Summary, ReplayError> {
-    run_with_changes(engine, input, out, opts, &PolicyTimeline::default(), progress)
+    run_with_changes(
+        engine,
+        input,
+        out,
+        opts,
+        &PolicyTimeline::default(),
+        progress,
+    )
 }
 
 /// As `run`, with the policy changes the service recorded for the partition the file holds

@@ -52,8 +52,8 @@ async fn create_policy_topic(env: &Env) {
         .create()
         .unwrap();
     let name = env.topic("policy");
-    let topic = NewTopic::new(&name, 1, TopicReplication::Fixed(1))
-        .set("cleanup.policy", "compact");
+    let topic =
+        NewTopic::new(&name, 1, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
     for r in admin
         .create_topics([&topic], &AdminOptions::new())
         .await
@@ -79,7 +79,12 @@ fn threads(admin: SocketAddr) -> Vec<(i64, String)> {
                 .as_object()
                 .map(|t| {
                     t.values()
-                        .map(|v| (v["seq"].as_i64().unwrap(), v["version"].as_str().unwrap().to_string()))
+                        .map(|v| {
+                            (
+                                v["seq"].as_i64().unwrap(),
+                                v["version"].as_str().unwrap().to_string(),
+                            )
+                        })
                         .collect()
                 })
                 .unwrap_or_default()
@@ -182,13 +187,22 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
         let load = scope.spawn(|| env.produce(&events, Duration::from_micros(1500)));
         std::thread::sleep(Duration::from_secs(2));
         let started = Instant::now();
-        let out = loopguard(&["policy", "publish", policy_file.to_str().unwrap(), "--config", &cfg_a]);
+        let out = loopguard(&[
+            "policy",
+            "publish",
+            policy_file.to_str().unwrap(),
+            "--config",
+            &cfg_a,
+        ]);
         assert!(out.status.success(), "{out:?}");
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(stdout.contains(&new_version), "{stdout}");
         let offset: i64 = stdout.trim().rsplit(' ').next().unwrap().parse().unwrap();
         let took = wait_in_force(&[admin_a, admin_b], offset, started);
-        assert!(!load.is_finished(), "the load ended before the policy was in force");
+        assert!(
+            !load.is_finished(),
+            "the load ended before the policy was in force"
+        );
         std::thread::sleep(Duration::from_millis(700));
         // kill -9 in the middle: its partitions are restored by the survivor from their
         // checkpoints, with the policy recorded there.
@@ -197,21 +211,38 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
         load.join().unwrap();
         (took, offset)
     });
-    eprintln!("policy propagation: {} ms to every stream thread of two instances", propagation.as_millis());
+    eprintln!(
+        "policy propagation: {} ms to every stream thread of two instances",
+        propagation.as_millis()
+    );
 
     // An invalid version: refused by the CLI; written anyway, refused by the guard whole.
     let bad_file = env.dir.path().join("bad.toml");
     std::fs::write(&bad_file, "[tool]\nwindow = \"eight\"\n").unwrap();
-    let out = loopguard(&["policy", "publish", bad_file.to_str().unwrap(), "--config", &cfg_b]);
+    let out = loopguard(&[
+        "policy",
+        "publish",
+        bad_file.to_str().unwrap(),
+        "--config",
+        &cfg_b,
+    ]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("policy.tool.window"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("policy.tool.window"),
+        "{out:?}"
+    );
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &env.bootstrap)
         .create()
         .unwrap();
     let bad = json!({"policy": {"tool": {"window": "eight"}}}).to_string();
     producer
-        .send(BaseRecord::to(&env.topic("policy")).key("policy").payload(&bad).partition(0))
+        .send(
+            BaseRecord::to(&env.topic("policy"))
+                .key("policy")
+                .payload(&bad)
+                .partition(0),
+        )
         .unwrap();
     producer.flush(Duration::from_secs(10)).unwrap();
     let refused_by = Instant::now() + Duration::from_secs(20);
@@ -222,12 +253,28 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert_eq!(refused["last_refused"]["offset"], published_at + 1, "{refused}");
-    assert!(refused["last_refused"]["problems"][0].as_str().unwrap().starts_with("policy.tool.window:"), "{refused}");
-    assert_eq!(threads(admin_b), vec![(published_at, new_version.clone()); 2]);
+    assert_eq!(
+        refused["last_refused"]["offset"],
+        published_at + 1,
+        "{refused}"
+    );
+    assert!(
+        refused["last_refused"]["problems"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("policy.tool.window:"),
+        "{refused}"
+    );
+    assert_eq!(
+        threads(admin_b),
+        vec![(published_at, new_version.clone()); 2]
+    );
     assert!(env.log_of("b").contains("policy refused whole"));
 
-    assert!(env.wait_committed(Duration::from_secs(120)), "survivor did not take over");
+    assert!(
+        env.wait_committed(Duration::from_secs(120)),
+        "survivor did not take over"
+    );
     // The killed guard's open transaction is aborted after transaction.timeout.ms (10 s)
     // plus the broker's clean-up interval; only then do read_committed readers pass it.
     std::thread::sleep(Duration::from_secs(15));
@@ -243,8 +290,16 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
         let recorded = changes.get(p).cloned().unwrap_or_default();
         // Every partition recorded the configuration's version before its first event and
         // the published one at the offset of the first event it judged.
-        assert!(recorded.iter().any(|c| c.from_offset == 0 && c.version == default_version), "p{p}: {recorded:?}");
-        let switch = recorded.iter().find(|c| c.version == new_version).unwrap_or_else(|| panic!("p{p}: {recorded:?}"));
+        assert!(
+            recorded
+                .iter()
+                .any(|c| c.from_offset == 0 && c.version == default_version),
+            "p{p}: {recorded:?}"
+        );
+        let switch = recorded
+            .iter()
+            .find(|c| c.version == new_version)
+            .unwrap_or_else(|| panic!("p{p}: {recorded:?}"));
         if switch.from_offset > 0 && switch.from_offset < events.len() as i64 {
             switched_mid_stream += 1;
         }
@@ -252,10 +307,19 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
     }
     assert!(switched_mid_stream >= 2, "{changes:?}");
     assert_same(&got, &want);
-    let versions: std::collections::BTreeSet<&str> = got.iter().map(|(_, v)| v.policy_version.as_str()).collect();
-    assert_eq!(versions, [default_version.as_str(), new_version.as_str()].into_iter().collect());
-    assert!(got.iter().any(|(_, v)| v.rule.as_str() == "tool.exact_repeat" && !v.enforce));
-    assert!(got.iter().all(|(_, v)| v.enforce == (v.policy_version == default_version || v.rule.as_str() != "tool.exact_repeat")));
+    let versions: std::collections::BTreeSet<&str> =
+        got.iter().map(|(_, v)| v.policy_version.as_str()).collect();
+    assert_eq!(
+        versions,
+        [default_version.as_str(), new_version.as_str()]
+            .into_iter()
+            .collect()
+    );
+    assert!(got
+        .iter()
+        .any(|(_, v)| v.rule.as_str() == "tool.exact_repeat" && !v.enforce));
+    assert!(got.iter().all(|(_, v)| v.enforce
+        == (v.policy_version == default_version || v.rule.as_str() != "tool.exact_repeat")));
 
     // `loopguard policy history` prints the recorded changes; `loopguard replay
     // --policy-changes` of one partition with them gives the same verdicts.
@@ -268,7 +332,14 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
         .map(|(_, _, v, _)| format!("{}\n", String::from_utf8(v.unwrap()).unwrap()))
         .collect();
     std::fs::write(dir.join("p.events.jsonl"), events_text).unwrap();
-    let out = loopguard(&["policy", "history", "--partition", &p.to_string(), "--config", &cfg_b]);
+    let out = loopguard(&[
+        "policy",
+        "history",
+        "--partition",
+        &p.to_string(),
+        "--config",
+        &cfg_b,
+    ]);
     assert!(out.status.success(), "{out:?}");
     let history: Vec<PolicyChange> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -298,7 +369,9 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
     eprintln!(
         "policy: {} verdicts ({} under the new version), {} partitions switched mid-stream",
         got.len(),
-        got.iter().filter(|(_, v)| v.policy_version == new_version).count(),
+        got.iter()
+            .filter(|(_, v)| v.policy_version == new_version)
+            .count(),
         switched_mid_stream
     );
 }

@@ -110,8 +110,7 @@ fn the_observe_policy_golden_file() {
             continue;
         };
         cases += 1;
-        let policy: Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let policy: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let verdicts = replay_with(&policy, &root().join("examples/fleet.events.jsonl"));
         let text: String = verdicts.iter().map(|v| format!("{v}\n")).collect();
         let expected = dir.join(format!("{name}.verdicts.jsonl"));
@@ -148,13 +147,22 @@ fn the_mode_and_where_it_came_from() {
     let mut at = |t: Option<&str>, a: Option<&str>, r: Rule| set.mode_of(t, a, r);
     assert_eq!(at(None, None, Rule::ExactRepeat), (Enforce, S::Default));
     assert_eq!(at(None, None, Rule::Cycle), (Observe, S::Policy));
-    assert_eq!(at(Some("acme"), None, Rule::ExactRepeat), (Observe, S::Tenant));
-    assert_eq!(at(Some("other"), Some("coder"), Rule::Cycle), (Off, S::Agent));
+    assert_eq!(
+        at(Some("acme"), None, Rule::ExactRepeat),
+        (Observe, S::Tenant)
+    );
+    assert_eq!(
+        at(Some("other"), Some("coder"), Rule::Cycle),
+        (Off, S::Agent)
+    );
     assert_eq!(
         at(Some("acme"), Some("coder"), Rule::ExactRepeat),
         (Off, S::TenantAgent)
     );
-    assert_eq!(at(Some("acme"), Some("coder"), Rule::Cycle), (Off, S::Agent));
+    assert_eq!(
+        at(Some("acme"), Some("coder"), Rule::Cycle),
+        (Off, S::Agent)
+    );
 }
 
 #[test]
@@ -164,7 +172,10 @@ fn a_mode_that_contradicts_enabled_is_refused_with_its_key() {
     }))
     .unwrap_err();
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].contains("tool.cycle") && errs[0].contains("mode"), "{errs:?}");
+    assert!(
+        errs[0].contains("tool.cycle") && errs[0].contains("mode"),
+        "{errs:?}"
+    );
     let errs = PolicySet::compile(&json!({"mode": "watch"})).unwrap_err();
     assert!(errs[0].starts_with("policy.mode:"), "{errs:?}");
     let errs = PolicySet::compile(&json!({
@@ -209,7 +220,10 @@ fn a_live_policy_change_keeps_sessions_and_stamps_the_new_version() {
                 engine.handle_event(event, &mut out);
                 for v in &out[before..] {
                     assert_eq!(v.policy_version, engine.policy_version());
-                    assert_eq!(v.enforce, engine.policy_version() == PolicySet::default().version());
+                    assert_eq!(
+                        v.enforce,
+                        engine.policy_version() == PolicySet::default().version()
+                    );
                 }
             }
             out

@@ -37,7 +37,8 @@ pub fn read_file(path: &str) -> Result<Value, PolicyCliError> {
     let value: Value = if path.ends_with(".json") {
         serde_json::from_str(&text).map_err(|e| read(e.to_string()))?
     } else {
-        let table: toml::Table = toml::from_str(&text).map_err(|e| read(e.message().to_string()))?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| read(e.message().to_string()))?;
         serde_json::to_value(table).map_err(|e| read(e.to_string()))?
     };
     Ok(match value {
@@ -81,7 +82,8 @@ pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError
     for (k, v) in cfg.kafka_properties() {
         client.set(k, v);
     }
-    let producer: ThreadedProducer<Delivered> = client.create_with_context(context).map_err(kafka)?;
+    let producer: ThreadedProducer<Delivered> =
+        client.create_with_context(context).map_err(kafka)?;
     producer
         .send(
             BaseRecord::to(&cfg.kafka.policy_topic)
@@ -155,12 +157,20 @@ pub fn history(
             .position()
             .ok()
             .and_then(|l| l.find_partition(topic, p).map(|e| e.offset()))
-            .and_then(|o| if let Offset::Offset(o) = o { Some(o) } else { None })
+            .and_then(|o| {
+                if let Offset::Offset(o) = o {
+                    Some(o)
+                } else {
+                    None
+                }
+            })
             .unwrap_or(0)
     };
     while ends.iter().any(|(p, end)| position(*p) < *end) {
         if std::time::Instant::now() > deadline {
-            return Err(PolicyCliError::Kafka(format!("{topic} not read to its end in 120 s")));
+            return Err(PolicyCliError::Kafka(format!(
+                "{topic} not read to its end in 120 s"
+            )));
         }
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
             if m.key().is_some_and(is_policy_key) {
@@ -177,8 +187,8 @@ pub fn history(
 /// `GET /v1/policy` of one instance's admin endpoint.
 pub fn fetch_status(addr: SocketAddr) -> Result<Value, PolicyCliError> {
     let admin = |why: String| PolicyCliError::Admin { addr, why };
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| admin(e.to_string()))?;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|e| admin(e.to_string()))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| admin(e.to_string()))?;
@@ -232,7 +242,11 @@ pub fn render_status(addr: SocketAddr, status: &Value) -> String {
             r["offset"],
             r["problems"]
                 .as_array()
-                .map(|p| p.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; "))
+                .map(|p| p
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; "))
                 .unwrap_or_default()
         ));
     }
@@ -272,9 +286,15 @@ mod tests {
 
     #[test]
     fn an_invalid_file_names_the_key() {
-        let (_d, path) = file("p.toml", "[tool]\nwindow = \"six\"\n[[rules]]\nrule = \"tool.cycle\"\nmode = \"watch\"\n");
+        let (_d, path) = file(
+            "p.toml",
+            "[tool]\nwindow = \"six\"\n[[rules]]\nrule = \"tool.cycle\"\nmode = \"watch\"\n",
+        );
         let err = check(&path).unwrap_err().to_string();
-        assert!(err.contains("policy.rules[0].mode: unknown variant `watch`"), "{err}");
+        assert!(
+            err.contains("policy.rules[0].mode: unknown variant `watch`"),
+            "{err}"
+        );
         let (_g, path) = file("p.toml", "[tool]\nwindow = \"six\"\n");
         let err = check(&path).unwrap_err().to_string();
         assert!(err.contains("policy.tool.window: invalid type"), "{err}");
@@ -294,8 +314,17 @@ mod tests {
             "last_refused": {"offset": 5, "problems": ["policy.tool.window: invalid type"]}
         });
         let text = render_status("127.0.0.1:9464".parse().unwrap(), &status);
-        assert!(text.contains("thread stream-0     sha256:aaaaaaaaaaaa (seq 4)"), "{text}");
-        assert!(text.contains("partition 3    sha256:aaaaaaaaaaaa from offset 120"), "{text}");
-        assert!(text.contains("refused at policy offset 5: policy.tool.window"), "{text}");
+        assert!(
+            text.contains("thread stream-0     sha256:aaaaaaaaaaaa (seq 4)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("partition 3    sha256:aaaaaaaaaaaa from offset 120"),
+            "{text}"
+        );
+        assert!(
+            text.contains("refused at policy offset 5: policy.tool.window"),
+            "{text}"
+        );
     }
 }

@@ -92,7 +92,11 @@ pub fn diff(old: &PolicySet, new: &PolicySet, events: &[u8]) -> Result<PolicyDif
             Some(new_v) if (new_v.action, new_v.enforce) != (old_v.action, old_v.enforce) => {
                 let mut what = Vec::new();
                 if new_v.action != old_v.action {
-                    what.push(format!("{} -> {}", old_v.action.as_str(), new_v.action.as_str()));
+                    what.push(format!(
+                        "{} -> {}",
+                        old_v.action.as_str(),
+                        new_v.action.as_str()
+                    ));
                 }
                 if new_v.enforce != old_v.enforce {
                     what.push(format!("{} -> {}", mode(old_v), mode(new_v)));
@@ -196,14 +200,20 @@ mod tests {
         assert_eq!(exact.changed_in.iter().collect::<Vec<_>>(), ["loop-tools"]);
         let content = &d.rules[&Rule::ContentRepeat];
         assert_eq!((content.removed, content.added), (2, 0));
-        assert_eq!(content.removed_in.iter().collect::<Vec<_>>(), ["loop-chant"]);
+        assert_eq!(
+            content.removed_in.iter().collect::<Vec<_>>(),
+            ["loop-chant"]
+        );
         assert_eq!(d.rules[&Rule::BlockRepeat].changed["steer -> warn"], 2);
         assert_eq!(d.rules[&Rule::RequiredTool].unchanged, 3);
         // The way back adds what the way there removed.
         let back = diff(&new, &old, &fleet()).unwrap();
         assert_eq!(back.rules[&Rule::ContentRepeat].added, 2);
         let text = d.render();
-        assert!(text.contains("content.repeat: 0 added, 2 removed, 0 changed, 0 unchanged"), "{text}");
+        assert!(
+            text.contains("content.repeat: 0 added, 2 removed, 0 changed, 0 unchanged"),
+            "{text}"
+        );
         assert!(text.contains("changed enforce -> observe: 2"), "{text}");
     }
 

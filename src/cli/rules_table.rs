@@ -235,7 +235,10 @@ mod tests {
             row.split_whitespace().take(3).map(str::to_string).collect()
         };
         let fleet = render(&mut set, None, None);
-        assert_eq!(line(&fleet, "tool.cycle"), ["tool.cycle", "observe", "policy-file"]);
+        assert_eq!(
+            line(&fleet, "tool.cycle"),
+            ["tool.cycle", "observe", "policy-file"]
+        );
         assert_eq!(
             line(&fleet, "tool.exact_repeat"),
             ["tool.exact_repeat", "enforce", "default"]

@@ -181,7 +181,9 @@ impl Engine {
         self.policies = policies;
         for slot in self.sessions.values_mut() {
             let s = &slot.state;
-            slot.policy = self.policies.resolve(s.tenant.as_deref(), s.agent.as_deref());
+            slot.policy = self
+                .policies
+                .resolve(s.tenant.as_deref(), s.agent.as_deref());
         }
     }
 

@@ -124,7 +124,10 @@ async fn policy(State(s): State<Arc<Shared>>) -> Response {
         .iter()
         .map(|t| {
             let (seq, version) = t.value();
-            (t.key().clone(), serde_json::json!({"seq": seq, "version": version}))
+            (
+                t.key().clone(),
+                serde_json::json!({"seq": seq, "version": version}),
+            )
         })
         .collect();
     let partitions: std::collections::BTreeMap<i32, serde_json::Value> = feed
@@ -138,9 +141,12 @@ async fn policy(State(s): State<Arc<Shared>>) -> Response {
             )
         })
         .collect();
-    let refused = feed.last_refused.read().ok().and_then(|r| r.clone()).map(
-        |(offset, problems)| serde_json::json!({"offset": offset, "problems": problems}),
-    );
+    let refused = feed
+        .last_refused
+        .read()
+        .ok()
+        .and_then(|r| r.clone())
+        .map(|(offset, problems)| serde_json::json!({"offset": offset, "problems": problems}));
     Json(serde_json::json!({
         "instance": super::instance_id(),
         "latest_published": feed.latest().map(|l| serde_json::json!({"seq": l.seq, "version": l.version()})),

@@ -94,11 +94,17 @@ impl PolicyFeed {
 
     /// Offers the record at `offset`: a valid policy becomes the latest; an invalid one is
     /// refused with every problem (each naming its key), the latest unchanged.
-    pub fn offer(&self, offset: i64, payload: Option<&[u8]>) -> Result<Arc<LivePolicy>, Vec<String>> {
+    pub fn offer(
+        &self,
+        offset: i64,
+        payload: Option<&[u8]>,
+    ) -> Result<Arc<LivePolicy>, Vec<String>> {
         let published: Published = match payload {
             None => return Err(vec!["policy record: no value".into()]),
-            Some(bytes) => serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
-                .map_err(|e| vec![format!("policy record: {}: {}", e.path(), e.inner())])?,
+            Some(bytes) => {
+                serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
+                    .map_err(|e| vec![format!("policy record: {}: {}", e.path(), e.inner())])?
+            }
         };
         let set = PolicySet::compile(&published.policy)?;
         let live = Arc::new(LivePolicy {
@@ -149,7 +155,9 @@ pub fn run_policy_reader(cfg: &Config, shared: &Shared, stop: &AtomicBool) -> an
                 Err(e) if started.elapsed() > Duration::from_secs(30) => {
                     anyhow::bail!("cannot read the policy topic {topic}: {e}")
                 }
-                Err(e) => tracing::warn!(topic = %topic, error = %e, "policy topic not readable yet"),
+                Err(e) => {
+                    tracing::warn!(topic = %topic, error = %e, "policy topic not readable yet")
+                }
             }
         }
         let msg = consumer.poll(Duration::from_millis(200));
@@ -159,7 +167,9 @@ pub fn run_policy_reader(cfg: &Config, shared: &Shared, stop: &AtomicBool) -> an
                 feed.mark_caught_up();
             }
         }
-        if end == Some(0) || (msg.is_none() && end.is_some() && position_at_end(&consumer, topic, end)) {
+        if end == Some(0)
+            || (msg.is_none() && end.is_some() && position_at_end(&consumer, topic, end))
+        {
             feed.mark_caught_up();
         }
     }

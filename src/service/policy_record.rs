@@ -168,6 +168,9 @@ mod tests {
         assert_eq!(t.at(5).unwrap().global().tool.window, 7);
         let bad = PolicyTimeline::read("{\"from_offset\":1,\"seq\":1,\"version\":\"x\",\"policy\":{\"tool\":{\"window\":\"w\"}}}\n")
             .unwrap_err();
-        assert!(bad.contains("offset 1") && bad.contains("policy.tool.window"), "{bad}");
+        assert!(
+            bad.contains("offset 1") && bad.contains("policy.tool.window"),
+            "{bad}"
+        );
     }
 }

@@ -155,13 +155,17 @@ fn read_ranges(
 /// How long the state reader reads on through connection errors with no record between.
 const TROUBLE_LIMIT: Duration = Duration::from_secs(30);
 
+/// A partition's engine at its last checkpoint, where that stands, and the policy recorded
+/// as in force from it.
+pub type RestoredCheckpoint = (Engine, RestoredAt, Option<PolicyChange>);
+
 /// Restores the last checkpoint of each partition of `engines` from the state topic, all
 /// in one read; returns the engines with where each checkpoint stands.
 pub fn restore_partitions(
     reader: &StateReader,
     topic: &str,
     engines: BTreeMap<i32, Engine>,
-) -> Result<BTreeMap<i32, (Engine, RestoredAt, Option<PolicyChange>)>, KafkaError> {
+) -> Result<BTreeMap<i32, RestoredCheckpoint>, KafkaError> {
     let mut ranges = BTreeMap::new();
     for &p in engines.keys() {
         let (low, high) = reader

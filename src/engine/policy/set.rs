@@ -213,9 +213,13 @@ impl PolicySet {
         } else {
             ModeSource::Default
         };
-        for (stage, layer) in [ModeSource::Tenant, ModeSource::Agent, ModeSource::TenantAgent]
-            .into_iter()
-            .enumerate()
+        for (stage, layer) in [
+            ModeSource::Tenant,
+            ModeSource::Agent,
+            ModeSource::TenantAgent,
+        ]
+        .into_iter()
+        .enumerate()
         {
             for o in &self.overrides {
                 if applies(o, stage, tenant, agent) && sets_mode(&o.set) {

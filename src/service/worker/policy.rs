@@ -66,10 +66,10 @@ impl Worker {
             seq = change.seq,
             "policy version in force on the partition"
         );
-        self.shared.policy.partitions.insert(
-            partition,
-            (change.seq, change.version, change.from_offset),
-        );
+        self.shared
+            .policy
+            .partitions
+            .insert(partition, (change.seq, change.version, change.from_offset));
         Ok(())
     }
 }

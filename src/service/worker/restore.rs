@@ -121,10 +121,10 @@ impl Worker {
         let mut part = Part::new(engine, committed, replayed as usize);
         if let Some(change) = policy {
             part.policy_seq = change.seq;
-            self.shared.policy.partitions.insert(
-                partition,
-                (change.seq, change.version, change.from_offset),
-            );
+            self.shared
+                .policy
+                .partitions
+                .insert(partition, (change.seq, change.version, change.from_offset));
         }
         self.parts.insert(partition, part);
         let checkpoint = match at {
