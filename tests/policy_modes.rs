@@ -3,7 +3,9 @@
 //! the policy-wide `mode` is a ceiling per tenant/agent; a live policy change keeps every
 //! session's state. `tests/fixtures/policy/NAME.policy.json` with `NAME.verdicts.jsonl` is
 //! a golden replay of examples/fleet.events.jsonl under that policy
-//! (`LOOPGUARD_BLESS=1` rewrites it).
+//! (`LOOPGUARD_BLESS=1` rewrites it; every line matches `verdict.schema.json`).
+
+mod fixture_files;
 
 use loopguard::engine::policy::{Mode, ModeSource, PolicySet};
 use loopguard::engine::verdict::Rule;
@@ -122,6 +124,11 @@ fn the_observe_policy_golden_file() {
             text,
             "{name}: LOOPGUARD_BLESS=1 rewrites it after review"
         );
+        let schema = fixture_files::validator("verdict.schema.json");
+        for v in &verdicts {
+            let errs = fixture_files::errors(&schema, v);
+            assert!(errs.is_empty(), "{name}: {v}\n{errs}");
+        }
         assert!(
             verdicts.iter().any(|v| v["enforce"] == false)
                 && verdicts.iter().any(|v| v["enforce"] == true),
