@@ -138,7 +138,10 @@ impl Metrics {
         if labels.model.is_some() {
             who.push("model");
         }
-        let loop_labels: Vec<&str> = ["rule", "mode"].into_iter().chain(who.iter().copied()).collect();
+        let loop_labels: Vec<&str> = ["rule", "mode"]
+            .into_iter()
+            .chain(who.iter().copied())
+            .collect();
         if labels.agent.is_some() {
             who.push("agent");
         }
