@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::engine::event::Event;
+use crate::engine::policy::PolicySet;
 use crate::engine::verdict::Verdict;
 use crate::fleet;
 use crate::service::{self, admin::Shared, embedded::EmbeddedKafka, judged, metrics::Metrics};
@@ -60,21 +61,51 @@ fn try_a_client(bootstrap: &str) -> String {
     )
 }
 
-fn print_verdict(v: &Verdict) {
+/// The rule the demo runs in observe mode, unless the configuration sets modes itself.
+pub const DEMO_OBSERVED_RULE: &str = "content.repeat";
+
+/// The configuration's policy with `DEMO_OBSERVED_RULE` in observe mode appended (a later
+/// entry wins), unless the policy already sets a mode anywhere; `None`: left as it is.
+fn with_observed_rule(raw: &serde_json::Value) -> Option<PolicySet> {
+    if raw.to_string().contains("\"mode\"") {
+        return None;
+    }
+    let mut raw = match raw {
+        serde_json::Value::Object(_) => raw.clone(),
+        _ => serde_json::json!({}),
+    };
+    let rules = raw
+        .as_object_mut()?
+        .entry("rules")
+        .or_insert_with(|| serde_json::json!([]));
+    rules
+        .as_array_mut()?
+        .push(serde_json::json!({"rule": DEMO_OBSERVED_RULE, "mode": "observe"}));
+    PolicySet::compile(&raw).ok()
+}
+
+/// One verdict line; an observe-mode one is marked `observe` in place of its colour (it is
+/// written with `enforce: false`: what the rule would have done, never acted on).
+fn verdict_line(v: &Verdict) -> String {
     let colour = match v.action.as_str() {
         "warn" => "33",
         "steer" => "36",
         "block" => "35",
         _ => "31",
     };
-    let msg: String = v.message.chars().take(110).collect();
-    println!(
-        "\x1b[{colour}m{:>5}\x1b[0m {:<26} {:<34} attempt {} | {msg}",
+    let (colour, mode) = if v.enforce {
+        (colour, "       ")
+    } else {
+        ("2", "observe")
+    };
+    let msg: String = v.message.chars().take(100).collect();
+    format!(
+        "\x1b[{colour}m{:>5}\x1b[0m {mode} {:<26} {:<34} attempt {} | {msg}",
         v.action.as_str(),
         v.rule.as_str(),
         v.session_id,
         v.attempt
-    );
+    )
 }
 
 /// What the demo's viewer read from the verdicts topic.
@@ -146,6 +177,13 @@ pub async fn run(
         return Ok(());
     }
 
+    if let Some(policy) = with_observed_rule(&cfg.policy_raw) {
+        cfg.policy = policy;
+        println!(
+            "loopguard demo: rule {DEMO_OBSERVED_RULE} runs in observe mode: its verdicts are marked `observe` \
+             (written with enforce false, never acted on; docs/tuning.md)"
+        );
+    }
     let metrics = Metrics::new(registry, &cfg.metrics)?;
     let loop_cost = metrics.loop_cost.clone();
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
@@ -183,7 +221,7 @@ pub async fn run(
                         .payload()
                         .and_then(|p| serde_json::from_slice::<Verdict>(p).ok())
                     {
-                        print_verdict(&v);
+                        println!("{}", verdict_line(&v));
                         seen.verdicts += 1;
                     }
                 }
@@ -231,6 +269,37 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_observes_one_rule_and_marks_its_verdicts() {
+        let mut set = with_observed_rule(&serde_json::Value::Null).unwrap();
+        let rule = crate::engine::verdict::Rule::from_name(DEMO_OBSERVED_RULE).unwrap();
+        assert_eq!(
+            set.mode_of(None, None, rule).0,
+            crate::engine::policy::Mode::Observe
+        );
+        // A configuration that sets modes itself is left alone.
+        let own = serde_json::json!({"rules": [{"rule": "tool.cycle", "mode": "observe"}]});
+        assert!(with_observed_rule(&own).is_none());
+        let events = fleet::fleet(18, "t-", 0, 50, 42);
+        let mut engine = crate::engine::Engine::new(set, crate::engine::Limits::default());
+        let mut out = Vec::new();
+        for e in events {
+            engine.handle_event(e, &mut out);
+        }
+        let observed: Vec<&Verdict> = out.iter().filter(|v| !v.enforce).collect();
+        assert!(
+            !observed.is_empty(),
+            "the demo fleet triggers {DEMO_OBSERVED_RULE}"
+        );
+        assert!(observed.iter().all(|v| v.rule == rule));
+        assert!(out.iter().any(|v| v.enforce));
+        assert!(verdict_line(observed[0]).contains(" observe "));
+        let enforced = out.iter().find(|v| v.enforce).unwrap();
+        assert!(!verdict_line(enforced).contains("observe"));
+    }
+
     #[test]
     fn the_hint_names_the_address_for_both_clients() {
         assert_eq!(

@@ -40,14 +40,25 @@ enum Command {
         /// spent in loops by rule, how long they ran, what stopping them saved (estimate).
         #[arg(long)]
         summary: bool,
+        /// Policy changes the service recorded for the partition the file holds (JSON lines
+        /// `{"from_offset", "seq", "version", "policy"}`, line n of the input at offset
+        /// n - 1; `loopguard policy history` prints them): each applied at its offset.
+        #[arg(long)]
+        policy_changes: Option<String>,
         /// Input file, or `-` for stdin.
         #[arg(default_value = "-")]
         input: String,
     },
-    /// Print the effective rule table.
+    /// Print the effective rule table: each rule's mode and where it was set.
     Rules {
         #[arg(long, env = "LOOPGUARD_CONFIG")]
         config: Option<String>,
+        /// The table as this tenant's sessions get it (its overrides applied).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// The table as this agent's sessions get it.
+        #[arg(long)]
+        agent: Option<String>,
     },
     /// Validate a configuration file without starting anything.
     CheckConfig { file: String },
@@ -82,6 +93,49 @@ enum Command {
     /// The guard's Kafka topics.
     #[command(subcommand)]
     Topics(TopicsCommand),
+    /// Policy files: check, compare on recorded traffic, publish live, show what runs.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Validate a policy file (TOML, or JSON when named *.json): every problem, by key.
+    Check { file: String },
+    /// What NEW would change against OLD on recorded events: per rule, verdicts added,
+    /// removed and changed (action or mode), with sample sessions.
+    Diff {
+        old: String,
+        new: String,
+        /// Recorded events (JSON lines, as `replay` reads them).
+        #[arg(long)]
+        events: String,
+    },
+    /// Publish a valid policy file to the policy topic: every instance applies it within
+    /// seconds, without a restart. An invalid file is refused here (exit 2).
+    Publish {
+        file: String,
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+    },
+    /// The policy switches recorded in the state topic (JSON lines, one partition's for
+    /// `replay --policy-changes`): at which events offset each version took effect.
+    History {
+        /// Only this partition's.
+        #[arg(long)]
+        partition: Option<i32>,
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+    },
+    /// The policy version in force on each instance, per stream thread and partition, from
+    /// their admin endpoints.
+    Show {
+        /// Admin addresses (`admin.listen` of each instance); default: the config's.
+        #[arg(long = "admin")]
+        admins: Vec<std::net::SocketAddr>,
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -111,6 +165,7 @@ fn main() -> ExitCode {
             strict,
             judged,
             summary,
+            policy_changes,
             input,
         } => replay(
             config.as_deref(),
@@ -119,11 +174,22 @@ fn main() -> ExitCode {
                 judged,
                 summary,
             },
+            policy_changes.as_deref(),
             &input,
         ),
-        Command::Rules { config } => match load_config(config.as_deref()) {
-            Ok(c) => {
-                print!("{}", loopguard::cli::rules_table::render(c.policy.global()));
+        Command::Policy(command) => policy(command),
+        Command::Rules {
+            config,
+            tenant,
+            agent,
+        } => match load_config(config.as_deref()) {
+            Ok(mut c) => {
+                let table = loopguard::cli::rules_table::render(
+                    &mut c.policy,
+                    tenant.as_deref(),
+                    agent.as_deref(),
+                );
+                print!("{table}");
                 // What every verdict of this configuration carries (`policy_version`).
                 println!("policy_version: {}", c.policy.version());
                 ExitCode::SUCCESS
@@ -224,10 +290,121 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
     }
 }
 
-fn replay(config: Option<&str>, opts: loopguard::replay::Options, input: &str) -> ExitCode {
+fn policy(command: PolicyCommand) -> ExitCode {
+    use loopguard::cli::policy as p;
+    let fail = |e: p::PolicyCliError| {
+        eprintln!("loopguard: {e}");
+        ExitCode::from(2)
+    };
+    match command {
+        PolicyCommand::Check { file } => match p::check(&file) {
+            Ok((_, set)) => {
+                println!("{file}: ok, policy_version {}", set.version());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        PolicyCommand::Diff { old, new, events } => {
+            let (old, new) = match (p::check(&old), p::check(&new)) {
+                (Ok(o), Ok(n)) => (o.1, n.1),
+                (Err(e), _) | (_, Err(e)) => return fail(e),
+            };
+            let bytes = match std::fs::read(&events) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("loopguard: cannot read {events}: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match loopguard::cli::policy_diff::diff(&old, &new, &bytes) {
+                Ok(d) => {
+                    print!("{}", d.render());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("loopguard: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        PolicyCommand::Publish { file, config } => {
+            let cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match p::publish(&cfg, &file) {
+                Ok((version, offset)) => {
+                    println!(
+                        "published {version} to {} at offset {offset}",
+                        cfg.kafka.policy_topic
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        PolicyCommand::History { partition, config } => {
+            let cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match p::history(&cfg, partition) {
+                Ok(changes) => {
+                    for (p, change) in changes {
+                        let mut line = serde_json::to_value(&change).unwrap_or_default();
+                        line["partition"] = p.into();
+                        println!("{line}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        PolicyCommand::Show { admins, config } => {
+            let admins = if admins.is_empty() {
+                match load_config(config.as_deref()) {
+                    Ok(c) => vec![c.admin.listen],
+                    Err(code) => return code,
+                }
+            } else {
+                admins
+            };
+            let mut code = ExitCode::SUCCESS;
+            for addr in admins {
+                match p::fetch_status(addr) {
+                    Ok(status) => print!("{}", p::render_status(addr, &status)),
+                    Err(e) => {
+                        eprintln!("loopguard: {e}");
+                        code = ExitCode::from(1);
+                    }
+                }
+            }
+            code
+        }
+    }
+}
+
+fn replay(
+    config: Option<&str>,
+    opts: loopguard::replay::Options,
+    policy_changes: Option<&str>,
+    input: &str,
+) -> ExitCode {
     let cfg = match load_config(config) {
         Ok(c) => c,
         Err(code) => return code,
+    };
+    let changes = match policy_changes.map(|path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {path}: {e}"))
+            .and_then(|text| loopguard::service::policy_record::PolicyTimeline::read(&text))
+    }) {
+        None => Default::default(),
+        Some(Ok(t)) => t,
+        Some(Err(e)) => {
+            eprintln!("loopguard: {e}");
+            return ExitCode::from(2);
+        }
     };
     let mut engine = Engine::new(cfg.policy.clone(), cfg.engine.limits());
     if opts.summary {
@@ -246,12 +423,13 @@ fn replay(config: Option<&str>, opts: loopguard::replay::Options, input: &str) -
     };
     let tty = std::io::stderr().is_terminal();
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let result = loopguard::replay::run(&mut engine, reader, stdout, opts, |n| {
-        if tty {
-            eprint!("\r{n} lines…");
-            let _ = std::io::stderr().flush();
-        }
-    });
+    let result =
+        loopguard::replay::run_with_changes(&mut engine, reader, stdout, opts, &changes, |n| {
+            if tty {
+                eprint!("\r{n} lines…");
+                let _ = std::io::stderr().flush();
+            }
+        });
     if tty {
         eprint!("\r");
     }

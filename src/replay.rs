@@ -6,6 +6,7 @@ use crate::engine::event::Event;
 use crate::engine::verdict::{Action, Rule};
 use crate::engine::{Engine, Handled};
 use crate::service::judged::Marker;
+use crate::service::policy_record::PolicyTimeline;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use thiserror::Error;
@@ -80,8 +81,28 @@ pub struct Options {
 pub fn run(
     engine: &mut Engine,
     input: impl BufRead,
+    out: impl Write,
+    opts: Options,
+    progress: impl FnMut(usize),
+) -> Result<Summary, ReplayError> {
+    run_with_changes(
+        engine,
+        input,
+        out,
+        opts,
+        &PolicyTimeline::default(),
+        progress,
+    )
+}
+
+/// As `run`, with the policy changes the service recorded for the partition the file holds
+/// (line n at offset n - 1): before each line, the policy in force at its offset.
+pub fn run_with_changes(
+    engine: &mut Engine,
+    input: impl BufRead,
     mut out: impl Write,
     opts: Options,
+    changes: &PolicyTimeline,
     mut progress: impl FnMut(usize),
 ) -> Result<Summary, ReplayError> {
     let strict = opts.strict;
@@ -94,6 +115,11 @@ pub fn run(
         summary.lines = number;
         if number % 10_000 == 0 {
             progress(number);
+        }
+        if let Some(set) = changes.in_force(i as i64) {
+            if set.version() != engine.policy_version() {
+                engine.set_policies(set.clone());
+            }
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;

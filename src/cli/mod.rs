@@ -1,4 +1,6 @@
-//! Command-line front ends: replay, rules, check-config, topics (service commands live in
+//! Command-line front ends: replay, rules, policy, check-config, topics (service commands live in
 //! `service`).
+pub mod policy;
+pub mod policy_diff;
 pub mod rules_table;
 pub mod topics;

@@ -1,9 +1,10 @@
-//! `loopguard rules`: the effective rule table (rule, threshold, action, source).
+//! `loopguard rules`: the effective rule table (rule, mode and where it was set, action,
+//! threshold, seed) for the fleet or for one tenant/agent.
 
-use crate::engine::policy::Policy;
+use crate::engine::policy::{Policy, PolicySet};
 use crate::engine::verdict::{Action, Rule};
 
-/// One row per rule: (rule, enabled, threshold text, action text, source).
+/// One row per rule: (rule, enabled, threshold text, action text, seed).
 pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
     let t = &p.tool;
     let r = &p.reasoning;
@@ -184,18 +185,22 @@ pub fn rows(p: &Policy) -> Vec<(Rule, bool, String, String, &'static str)> {
         .collect()
 }
 
-pub fn render(p: &Policy) -> String {
+/// The table for a (tenant, agent) (both `None`: the fleet's global policy).
+pub fn render(set: &mut PolicySet, tenant: Option<&str>, agent: Option<&str>) -> String {
+    let p = set.resolve(tenant, agent);
     let mut s = format!(
-        "{:<26} {:<8} {:<17} {:<9} {}\n",
-        "RULE", "ENABLED", "ACTION", "SOURCE", "FIRES WHEN"
+        "{:<26} {:<8} {:<13} {:<17} {:<9} {}\n",
+        "RULE", "MODE", "MODE FROM", "ACTION", "SEED", "FIRES WHEN"
     );
-    for (rule, enabled, threshold, action, source) in rows(p) {
+    for (rule, _, threshold, action, seed) in rows(&p) {
+        let (mode, from) = set.mode_of(tenant, agent, rule);
         s.push_str(&format!(
-            "{:<26} {:<8} {:<17} {:<9} {}\n",
+            "{:<26} {:<8} {:<13} {:<17} {:<9} {}\n",
             rule.as_str(),
-            if enabled { "yes" } else { "no" },
+            mode.as_str(),
+            from.as_str(),
             action,
-            source,
+            seed,
             threshold
         ));
     }
@@ -203,5 +208,45 @@ pub fn render(p: &Policy) -> String {
         "\nreasoning/content/turn rules escalate: steer, then steer + reasoning_effort={}, give up after {} retries\n",
         p.reasoning.escalation_reasoning_effort, p.reasoning.max_retries
     ));
+    s.push_str(
+        "mode: enforce (the runtime acts), observe (written with enforce: false, never acted on), off (silent)\n",
+    );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_table_shows_each_rules_mode_and_its_layer() {
+        let raw = json!({
+            "rules": [{"rule": "tool.cycle", "mode": "observe"}],
+            "overrides": [{"tenant": "acme", "set": {"rules": [{"rule": "tool.exact_repeat", "mode": "observe"}]}}]
+        });
+        let mut set = PolicySet::compile(&raw).unwrap();
+        let line = |text: &str, rule: &str| -> Vec<String> {
+            let row = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{rule} ")))
+                .unwrap()
+                .to_string();
+            row.split_whitespace().take(3).map(str::to_string).collect()
+        };
+        let fleet = render(&mut set, None, None);
+        assert_eq!(
+            line(&fleet, "tool.cycle"),
+            ["tool.cycle", "observe", "policy-file"]
+        );
+        assert_eq!(
+            line(&fleet, "tool.exact_repeat"),
+            ["tool.exact_repeat", "enforce", "default"]
+        );
+        let acme = render(&mut set, Some("acme"), None);
+        assert_eq!(
+            line(&acme, "tool.exact_repeat"),
+            ["tool.exact_repeat", "observe", "tenant"]
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! `loopguard topics create`: creates the guard's four topics on a broker with the right
+//! `loopguard topics create`: creates the guard's five topics on a broker with the right
 //! partitions, retention and compaction. Idempotent; it never alters a topic that exists,
 //! it only checks its partition count.
 
@@ -84,7 +84,7 @@ pub struct TopicSpec {
     pub configs: Vec<(&'static str, String)>,
 }
 
-/// The four topics for this configuration's names (pure: what `create` will ask for).
+/// The five topics for this configuration's names (pure: what `create` will ask for).
 pub fn plan(cfg: &Config, args: &CreateArgs) -> Result<Vec<TopicSpec>, TopicsError> {
     if args.partitions == 0 || args.dlq_partitions == 0 {
         return Err(TopicsError::NoPartitions);
@@ -129,6 +129,14 @@ pub fn plan(cfg: &Config, args: &CreateArgs) -> Result<Vec<TopicSpec>, TopicsErr
                 ("segment.bytes", "67108864".into()),
                 ("min.cleanable.dirty.ratio", "0.2".into()),
             ]),
+        },
+        TopicSpec {
+            // The live policy: one partition (one order of versions for every instance),
+            // compacted under one key, so it holds the version in force and little else.
+            name: k.policy_topic.clone(),
+            partitions: 1,
+            aligned: false,
+            configs: isr(vec![("cleanup.policy", "compact".into())]),
         },
     ])
 }
@@ -263,7 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn plans_four_topics_with_aligned_partitions_and_a_compacted_state_topic() {
+    fn plans_five_topics_with_aligned_partitions_and_compacted_state_and_policy_topics() {
         let cfg = crate::config::load(None).unwrap();
         let specs = plan(&cfg, &args(&["--min-insync-replicas", "2"])).unwrap();
         let names: Vec<_> = specs.iter().map(|s| s.name.as_str()).collect();
@@ -273,12 +281,13 @@ mod tests {
                 "agent-events",
                 "agent-verdicts",
                 "agent-events-dlq",
-                "loopguard-state"
+                "loopguard-state",
+                "loopguard-policy"
             ]
         );
         assert_eq!(
             specs.iter().map(|s| s.partitions).collect::<Vec<_>>(),
-            [6, 6, 1, 6]
+            [6, 6, 1, 6, 1]
         );
         let cfg_of = |i: usize, key: &str| {
             specs[i]
@@ -294,6 +303,8 @@ mod tests {
         assert_eq!(cfg_of(3, "retention.ms"), None);
         assert_eq!(cfg_of(3, "min.insync.replicas").as_deref(), Some("2"));
         assert_eq!(cfg_of(2, "min.insync.replicas"), None);
+        assert_eq!(cfg_of(4, "cleanup.policy").as_deref(), Some("compact"));
+        assert!(!specs[4].aligned);
     }
 
     #[test]

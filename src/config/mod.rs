@@ -39,6 +39,9 @@ pub struct KafkaConfig {
     pub verdicts_topic: String,
     pub dlq_topic: String,
     pub state_topic: String,
+    /// The live policy (one partition, compacted): `loopguard policy publish` writes it,
+    /// every instance reads it and applies each valid version without a restart.
+    pub policy_topic: String,
     pub delivery: Delivery,
     pub transactional_id_prefix: String,
     pub batch_max_events: NonZeroUsize,
@@ -314,6 +317,7 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
             ("verdicts_topic", &k.verdicts_topic),
             ("dlq_topic", &k.dlq_topic),
             ("state_topic", &k.state_topic),
+            ("policy_topic", &k.policy_topic),
         ] {
             if topic.is_empty() {
                 problems.push(format!("[kafka]: {name} must not be empty"));

@@ -1,8 +1,8 @@
 //! The per-event context rules write verdicts through: it applies the operator's rule
-//! switches and action overrides, and derives the verdict id. Pure.
+//! modes (enforce, observe, off) and action overrides, and derives the verdict id. Pure.
 
 use super::event::{format_ts, Meta};
-use super::policy::Policy;
+use super::policy::{Mode, Policy};
 use super::verdict::{verdict_id, Action, Directives, Rule, Verdict};
 use serde_json::Value;
 
@@ -62,9 +62,11 @@ impl Cx<'_> {
         self.policy.enabled(rule)
     }
 
-    /// Emits a finding unless its rule is disabled.
+    /// Emits a finding unless its rule is `off`; a rule in `observe` mode emits it with
+    /// `enforce: false` (written and counted, never acted on).
     pub fn emit(&mut self, f: Finding) {
-        if !self.policy.enabled(f.rule) {
+        let mode = self.policy.mode(f.rule);
+        if mode == Mode::Off {
             return;
         }
         let m = self.meta;
@@ -90,8 +92,7 @@ impl Cx<'_> {
             tenant: m.tenant.clone(),
             agent: m.agent.clone(),
             model: m.model.clone(),
-            // No observe mode yet: every verdict is enforced.
-            enforce: true,
+            enforce: mode == Mode::Enforce,
             policy_version: self.policy_version.to_string(),
             loop_cost: None,
             loop_since_ms: f.since_ms,

@@ -174,6 +174,24 @@ impl Engine {
             .unwrap_or_default()
     }
 
+    /// Puts `policies` in force from the next event on (a live policy change, applied at a
+    /// point the caller records): every held session keeps its state and is judged by its
+    /// (tenant, agent)'s policy of the new set; verdicts carry the new version.
+    pub fn set_policies(&mut self, policies: PolicySet) {
+        self.policies = policies;
+        for slot in self.sessions.values_mut() {
+            let s = &slot.state;
+            slot.policy = self
+                .policies
+                .resolve(s.tenant.as_deref(), s.agent.as_deref());
+        }
+    }
+
+    /// The version of the policy set in force (what verdicts carry as `policy_version`).
+    pub fn policy_version(&self) -> &str {
+        self.policies.version()
+    }
+
     /// Starts recording which sessions change (the service needs it; replay does not).
     pub fn track_changes(mut self) -> Self {
         self.changes = Some(Changes::default());

@@ -1,5 +1,6 @@
-//! Admin HTTP: `/livez`, `/readyz`, `/metrics`, and `/v1/sessions/{id}` (counters and
-//! window summaries only, never text; off unless a bearer token is configured).
+//! Admin HTTP: `/livez`, `/readyz`, `/metrics`, `/v1/policy` (the policy version in force
+//! per stream thread and partition), and `/v1/sessions/{id}` (counters and window summaries
+//! only, never text; off unless a bearer token is configured).
 
 use super::metrics::Metrics;
 use crate::engine::rules::SessionSummary;
@@ -34,6 +35,8 @@ pub struct Shared {
     /// Stream threads that have not joined the group yet.
     pending_joins: AtomicUsize,
     pub debug_token: Option<String>,
+    /// The live policy: the latest version, and what each thread and partition applies.
+    pub policy: super::policy_feed::PolicyFeed,
 }
 
 impl Shared {
@@ -45,6 +48,7 @@ impl Shared {
             joined: AtomicBool::new(false),
             pending_joins: AtomicUsize::new(1),
             debug_token: (!debug_token.is_empty()).then(|| debug_token.to_string()),
+            policy: Default::default(),
         })
     }
 
@@ -106,7 +110,51 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/sessions/:id", get(session))
+        .route("/v1/policy", get(policy))
         .with_state(shared)
+}
+
+/// The policy in force on this instance: per stream thread the version it applies, per
+/// owned partition the version and the offset it took effect at, the last refused
+/// publication (`loopguard policy show` reads it). Versions only, never the policy itself.
+async fn policy(State(s): State<Arc<Shared>>) -> Response {
+    let feed = &s.policy;
+    let threads: std::collections::BTreeMap<String, serde_json::Value> = feed
+        .threads
+        .iter()
+        .map(|t| {
+            let (seq, version) = t.value();
+            (
+                t.key().clone(),
+                serde_json::json!({"seq": seq, "version": version}),
+            )
+        })
+        .collect();
+    let partitions: std::collections::BTreeMap<i32, serde_json::Value> = feed
+        .partitions
+        .iter()
+        .map(|p| {
+            let (seq, version, from) = p.value();
+            (
+                *p.key(),
+                serde_json::json!({"seq": seq, "version": version, "from_offset": from}),
+            )
+        })
+        .collect();
+    let refused = feed
+        .last_refused
+        .read()
+        .ok()
+        .and_then(|r| r.clone())
+        .map(|(offset, problems)| serde_json::json!({"offset": offset, "problems": problems}));
+    Json(serde_json::json!({
+        "instance": super::instance_id(),
+        "latest_published": feed.latest().map(|l| serde_json::json!({"seq": l.seq, "version": l.version()})),
+        "threads": threads,
+        "partitions": partitions,
+        "last_refused": refused,
+    }))
+    .into_response()
 }
 
 async fn readyz(State(s): State<Arc<Shared>>) -> Response {

@@ -49,6 +49,9 @@ impl EmbeddedKafka {
                 .create_topic(topic, partitions, 1)
                 .map_err(|e| mock(&e))?;
         }
+        cluster
+            .create_topic(&k.policy_topic, 1, 1)
+            .map_err(|e| mock(&e))?;
         let upstream: SocketAddr = cluster.bootstrap_servers().parse().map_err(|e| mock(&e))?;
         let listen = k.embedded_listen;
         let front = front::Front::start(listen, upstream, BROKER_ID)

@@ -106,6 +106,18 @@ fn base(cfg: &Config) -> ClientConfig {
     c
 }
 
+/// The reader of the policy topic: no group (assigned its one partition, from the start),
+/// committed records only.
+pub fn policy_reader_config(cfg: &Config) -> ClientConfig {
+    let mut c = base(cfg);
+    c.set("group.id", format!("{}-policy-reader", cfg.kafka.group_id))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("isolation.level", "read_committed")
+        .set("fetch.wait.max.ms", "200");
+    c
+}
+
 /// The group consumer of the events topic.
 pub fn consumer_config(cfg: &Config) -> ClientConfig {
     let mut c = ClientConfig::new();
@@ -202,7 +214,7 @@ pub fn partition_count(
         .map(|t| t.partitions().len()))
 }
 
-/// Makes sure the verdict, dead-letter and state topics exist with the events topic's
+/// Makes sure the verdict, dead-letter, state and policy topics exist with the events topic's
 /// partition count (creating what is missing; the events topic too when `create_events`).
 pub async fn ensure_topics(
     cfg: &Config,
@@ -245,6 +257,9 @@ pub async fn ensure_topics(
             }
             None => create(&admin, topic, events, compacted).await?,
         }
+    }
+    if partition_count(&probe, &k.policy_topic)?.is_none() {
+        create(&admin, &k.policy_topic, 1, true).await?;
     }
     Ok(events)
 }

@@ -42,6 +42,11 @@ pub struct Metrics {
     pub ready: IntGauge,
     /// What loops cost (`loop_metrics`).
     pub loop_cost: LoopCostMetrics,
+    /// Published policy versions, by outcome (applied, refused).
+    pub policy_updates: IntCounterVec,
+    /// 1 for the version this instance's threads apply; the series of the previous one is
+    /// removed (one series at a time).
+    policy_info: IntGaugeVec,
     labels: LabelPolicy,
 }
 
@@ -69,6 +74,18 @@ impl LabelPolicy {
             Some(_) => "other".to_string(),
             None => "none".to_string(),
         })
+    }
+}
+
+/// The `mode` label's values: a verdict is written enforced or observed (an `off` rule
+/// writes nothing).
+pub const VERDICT_MODES: [&str; 2] = ["enforce", "observe"];
+
+fn verdict_mode(v: &Verdict) -> &'static str {
+    if v.enforce {
+        "enforce"
+    } else {
+        "observe"
     }
 }
 
@@ -121,7 +138,10 @@ impl Metrics {
         if labels.model.is_some() {
             who.push("model");
         }
-        let loop_labels: Vec<&str> = std::iter::once("rule").chain(who.iter().copied()).collect();
+        let loop_labels: Vec<&str> = ["rule", "mode"]
+            .into_iter()
+            .chain(who.iter().copied())
+            .collect();
         if labels.agent.is_some() {
             who.push("agent");
         }
@@ -150,8 +170,8 @@ impl Metrics {
             consumed_by_type: Vec::new(),
             events_malformed: counter(r, "loopguard_events_malformed_total", "Events that could not be read, by reason.", &["reason"])?,
             dead_letter: counter(r, "loopguard_dead_letter_total", "Events written to the dead-letter topic, by reason.", &["reason"])?,
-            verdicts: counter(r, "loopguard_verdicts_total", "Verdicts emitted, by rule and action.", &["rule", "action"])?,
-            loops: counter(r, "loopguard_loops_detected_total", "Loops detected (every verdict except budget signals and required-tool retries), by rule.", &loop_labels)?,
+            verdicts: counter(r, "loopguard_verdicts_total", "Verdicts emitted, by rule, action and mode (enforce, or observe: written with enforce false, never acted on).", &["rule", "action", "mode"])?,
+            loops: counter(r, "loopguard_loops_detected_total", "Loops detected (every verdict except budget signals and required-tool retries), by rule and mode.", &loop_labels)?,
             escalations_given_up: plain_counter(r, "loopguard_escalations_given_up_total", "Responses the guard gave up on after max_retries interventions.")?,
             judged_markers: plain_counter(r, "loopguard_judged_markers_total", "Judged-through markers written to the verdicts topic (docs/contract.md).")?,
             judged_marker_bytes: plain_counter(r, "loopguard_judged_marker_bytes_total", "Bytes of judged-through marker values written.")?,
@@ -201,6 +221,12 @@ impl Metrics {
             transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
             ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
             loop_cost,
+            policy_updates: counter(r, "loopguard_policy_updates_total", "Policy versions read from the policy topic, by outcome: applied, or refused whole (invalid; the version in force stays).", &["outcome"])?,
+            policy_info: {
+                let g = IntGaugeVec::new(Opts::new("loopguard_policy_info", "1 for the policy version in force on this instance (the latest valid one published, else the configuration's)."), &["version"])?;
+                r.register(Box::new(g.clone()))?;
+                g
+            },
             registry,
             labels,
         };
@@ -216,13 +242,18 @@ impl Metrics {
         }
         m.dead_letter.with_label_values(&["retry_limit"]);
         for rule in Rule::ALL {
-            for action in crate::engine::verdict::Action::ALL {
-                m.verdicts
-                    .with_label_values(&[rule.as_str(), action.as_str()]);
+            for mode in VERDICT_MODES {
+                for action in crate::engine::verdict::Action::ALL {
+                    m.verdicts
+                        .with_label_values(&[rule.as_str(), action.as_str(), mode]);
+                }
+                if m.labels.tenant.is_none() && m.labels.model.is_none() {
+                    m.loops.with_label_values(&[rule.as_str(), mode]);
+                }
             }
-            if m.labels.tenant.is_none() && m.labels.model.is_none() {
-                m.loops.with_label_values(&[rule.as_str()]);
-            }
+        }
+        for outcome in ["applied", "refused"] {
+            m.policy_updates.with_label_values(&[outcome]);
         }
         for outcome in ["commit", "abort"] {
             m.transactions.with_label_values(&[outcome]);
@@ -236,7 +267,6 @@ impl Metrics {
         Ok(m)
     }
 
-    /// Counts one emitted verdict.
     /// One event of type `kind` consumed (`unknown` when not one of `EVENT_TYPES`).
     pub fn on_consumed(&self, kind: &str) {
         let i = EVENT_TYPES
@@ -246,15 +276,17 @@ impl Metrics {
         self.consumed_by_type[i].inc();
     }
 
+    /// Counts one emitted verdict, by its mode.
     pub fn on_verdict(&self, v: &Verdict) {
+        let mode = verdict_mode(v);
         self.verdicts
-            .with_label_values(&[v.rule.as_str(), v.action.as_str()])
+            .with_label_values(&[v.rule.as_str(), v.action.as_str(), mode])
             .inc();
         // Budget signals and the required-tool expectation are not loops.
         if !v.rule.is_loop() {
             return;
         }
-        let mut values = vec![v.rule.as_str().to_string()];
+        let mut values = vec![v.rule.as_str().to_string(), mode.to_string()];
         if let Some(t) = LabelPolicy::capped(&self.labels.tenant, v.tenant.as_deref()) {
             values.push(t);
         }
@@ -263,6 +295,19 @@ impl Metrics {
         }
         let refs: Vec<&str> = values.iter().map(String::as_str).collect();
         self.loops.with_label_values(&refs).inc();
+    }
+
+    /// The version in force on this instance is `version` (the series of the previous one
+    /// goes).
+    pub fn set_policy_version(&self, version: &str) {
+        self.policy_info.reset();
+        self.policy_info.with_label_values(&[version]).set(1);
+    }
+
+    /// A published version was applied.
+    pub fn on_policy_applied(&self, version: &str) {
+        self.policy_updates.with_label_values(&["applied"]).inc();
+        self.set_policy_version(version);
     }
 
     /// The text exposition of every family.

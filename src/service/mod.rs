@@ -11,6 +11,8 @@ pub mod kafka;
 pub mod loop_metrics;
 pub mod metrics;
 pub mod partition;
+pub mod policy_feed;
+pub mod policy_record;
 pub mod rebalance;
 pub mod retry;
 pub mod state;
@@ -25,6 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use worker::Worker;
+
+/// How long a starting instance waits for the policy topic to be read to its end.
+const POLICY_CATCH_UP: Duration = Duration::from_secs(10);
 
 /// How long in-flight work may take to commit after a stop signal.
 pub const GRACE: Duration = Duration::from_secs(20);
@@ -49,8 +54,40 @@ pub fn run_stream_threads(
     let threads = cfg.stream_threads();
     shared.expect_joins(threads);
     let instance = instance_id();
-    tracing::info!(threads, instance = %instance, "starting stream threads");
+    shared.metrics.set_policy_version(cfg.policy.version());
     std::thread::scope(|scope| {
+        let reader = {
+            let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("policy-reader".into())
+                .spawn_scoped(scope, move || {
+                    let result = policy_feed::run_policy_reader(&cfg, &shared, &stop);
+                    if let Err(e) = &result {
+                        tracing::error!(error = %e, "policy reader stopped");
+                        stop.store(true, Ordering::Release);
+                    }
+                    result
+                })?
+        };
+        // The first event is judged by the latest published version: the policy topic is
+        // read to its end first (a few ms; at most POLICY_CATCH_UP).
+        let started = Instant::now();
+        while !shared.policy.is_caught_up()
+            && !reader.is_finished()
+            && started.elapsed() < POLICY_CATCH_UP
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if reader.is_finished() {
+            return reader
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the policy reader panicked")))
+                .and(Err(anyhow::anyhow!("the policy reader stopped")));
+        }
+        if !shared.policy.is_caught_up() {
+            tracing::warn!(topic = %cfg.kafka.policy_topic, "policy topic not read to its end in time; starting with the version known");
+        }
+        tracing::info!(threads, instance = %instance, "starting stream threads");
         let handles: Vec<_> = (0..threads)
             .map(|i| {
                 // Thread 0 keeps the instance's own transactional id, so a single-threaded
@@ -88,6 +125,10 @@ pub fn run_stream_threads(
             if let Err(e) = result {
                 first_error.get_or_insert(e);
             }
+        }
+        stop.store(true, Ordering::Release);
+        if let Ok(Err(e)) = reader.join() {
+            first_error.get_or_insert(e);
         }
         first_error.map_or(Ok(()), Err)
     })
@@ -140,6 +181,7 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
         let wait = consumer.context().lock().poll_wait();
         let msg = consumer.poll(wait);
         let mut w = consumer.context().lock();
+        w.poll_policy();
         if let Err(e) = w.poll_commit() {
             // The open batch is aborted too and a rewind is pending (`Worker::poll_commit`).
             tracing::error!(error = %e, "commit failed; rewinding to the last commit");

@@ -6,6 +6,7 @@
 //! what is ready rather than stalling its thread on serializing everything at once.
 
 use super::judged::Judged;
+use super::policy_record::PolicyChange;
 use super::state::{Checkpoint, CLOCK_KEY};
 use super::txn::GuardProducer;
 use crate::engine::{Engine, EngineStats};
@@ -30,6 +31,8 @@ pub struct Part {
     last_checkpoint: Instant,
     /// How far this partition's events are judged and marked (judged-through markers).
     pub judged: Judged,
+    /// The seq of the policy judging it (`policy_feed`); `i64::MIN`: none recorded yet.
+    pub policy_seq: i64,
 }
 
 /// When checkpoints are due: whichever limit is reached first; `max_ms == 0` means at
@@ -77,7 +80,42 @@ impl Part {
             events_since_checkpoint: replayed,
             last_checkpoint: Instant::now(),
             judged: Judged::default(),
+            policy_seq: i64::MIN,
         }
+    }
+
+    /// Puts `change.policy` in force from the next event on (whose offset is `offset`),
+    /// writing into the open batch a checkpoint at that point and the record of the switch
+    /// (`policy_record`): a restore starts from the checkpoint with this policy, so the
+    /// events before and after are judged as they were. The caller has collected the
+    /// batch's changes first (`collect_changes`). Returns the record written.
+    pub fn switch_policy(
+        &mut self,
+        producer: &GuardProducer,
+        state_topic: &str,
+        partition: i32,
+        offset: i64,
+        live: &super::policy_feed::LivePolicy,
+    ) -> Result<PolicyChange, KafkaError> {
+        let from_offset = *self.position.get_or_insert(offset);
+        self.write_checkpoint(producer, state_topic, partition)?;
+        let change = PolicyChange {
+            from_offset,
+            seq: live.seq,
+            version: live.version().to_string(),
+            policy: live.raw.clone(),
+        };
+        super::txn::send(
+            producer,
+            state_topic,
+            partition,
+            &change.key(),
+            Some(&change.to_json()),
+            None,
+        )?;
+        self.engine.set_policies(live.set.clone());
+        self.policy_seq = live.seq;
+        Ok(change)
     }
 
     /// Notes one processed event at `offset`.

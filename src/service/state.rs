@@ -2,6 +2,7 @@
 //! (read_committed) into a fresh engine, then re-running the events between the checkpoint
 //! and the committed offset, before the partition's first new event is processed.
 
+use super::policy_record::{is_policy_key, keep_latest, PolicyChange};
 use crate::engine::{Clock, Engine};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -154,13 +155,17 @@ fn read_ranges(
 /// How long the state reader reads on through connection errors with no record between.
 const TROUBLE_LIMIT: Duration = Duration::from_secs(30);
 
+/// A partition's engine at its last checkpoint, where that stands, and the policy recorded
+/// as in force from it.
+pub type RestoredCheckpoint = (Engine, RestoredAt, Option<PolicyChange>);
+
 /// Restores the last checkpoint of each partition of `engines` from the state topic, all
 /// in one read; returns the engines with where each checkpoint stands.
 pub fn restore_partitions(
     reader: &StateReader,
     topic: &str,
     engines: BTreeMap<i32, Engine>,
-) -> Result<BTreeMap<i32, (Engine, RestoredAt)>, KafkaError> {
+) -> Result<BTreeMap<i32, RestoredCheckpoint>, KafkaError> {
     let mut ranges = BTreeMap::new();
     for &p in engines.keys() {
         let (low, high) = reader
@@ -175,11 +180,16 @@ pub fn restore_partitions(
     }
     let mut engines = engines;
     let mut checkpoints: BTreeMap<i32, Checkpoint> = BTreeMap::new();
+    let mut policies: BTreeMap<i32, Option<PolicyChange>> = BTreeMap::new();
     read_ranges(reader, topic, &ranges, |m| {
         let p = m.partition();
         let Some(engine) = engines.get_mut(&p) else {
             return;
         };
+        if m.key().is_some_and(is_policy_key) {
+            keep_latest(policies.entry(p).or_default(), m.payload());
+            return;
+        }
         if m.key() == Some(CLOCK_KEY) {
             if let Some(c) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
                 checkpoints.insert(p, c);
@@ -208,9 +218,33 @@ pub fn restore_partitions(
                     offset.map_or(RestoredAt::Current, RestoredAt::Offset)
                 }
             };
-            (p, (engine, at))
+            let policy = policies.remove(&p).flatten();
+            let policy = apply_recorded(p, &mut engine, policy);
+            (p, (engine, at, policy))
         })
         .collect())
+}
+
+/// Puts the partition's last recorded policy in force on its restored engine (before the
+/// re-run after the checkpoint, which that policy judged); `None` when none is recorded or
+/// this build cannot compile it (logged: the partition then records its switch to the
+/// instance's version before its next event).
+fn apply_recorded(
+    partition: i32,
+    engine: &mut Engine,
+    change: Option<PolicyChange>,
+) -> Option<PolicyChange> {
+    let change = change?;
+    match change.compile() {
+        Ok(set) => {
+            engine.set_policies(set);
+            Some(change)
+        }
+        Err(problems) => {
+            tracing::error!(partition, from_offset = change.from_offset, problems = %problems.join("; "), "recorded policy unreadable by this build");
+            None
+        }
+    }
 }
 
 /// One partition of an assignment, restored: its engine, the group's committed offset,
@@ -220,6 +254,8 @@ pub struct Restored {
     pub committed: Option<i64>,
     pub at: RestoredAt,
     pub replayed: u64,
+    /// The policy recorded as in force from the checkpoint on (`policy_record`).
+    pub policy: Option<PolicyChange>,
 }
 
 /// Restores the partitions of one assignment together: their last checkpoints from the
@@ -238,7 +274,9 @@ pub fn restore_assignment(
     let restored = restore_partitions(reader, state_topic, fresh)?;
     let (mut engines, mut ranges, mut checkpoints) =
         (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-    for (p, (mut engine, at)) in restored {
+    let mut policies = BTreeMap::new();
+    for (p, (mut engine, at, policy)) in restored {
+        policies.insert(p, policy);
         engine.take_changes();
         let committed = committed.get(&p).copied().flatten();
         if let (RestoredAt::Offset(c), Some(o), true) = (at, committed, eos) {
@@ -272,6 +310,7 @@ pub fn restore_assignment(
                 committed: committed.get(&p).copied().flatten(),
                 at: checkpoints[&p],
                 replayed: replayed.get(&p).copied().unwrap_or(0),
+                policy: policies.remove(&p).flatten(),
             };
             (p, restored)
         })

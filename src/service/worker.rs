@@ -4,6 +4,7 @@
 
 mod commit;
 mod markers;
+mod policy;
 mod restore;
 mod rewind;
 
@@ -53,6 +54,10 @@ pub struct Worker {
     retries: Retries,
     /// The largest dead letter written.
     dlq_limit: usize,
+    /// The latest policy version this thread has picked up (`policy.rs`).
+    live: Arc<super::policy_feed::LivePolicy>,
+    /// The thread's name, for the admin view of the policy in force.
+    thread: String,
 }
 
 impl Worker {
@@ -62,6 +67,10 @@ impl Worker {
         producer: TxnProducer,
         reader: StateReader,
     ) -> Self {
+        let live = shared
+            .policy
+            .latest()
+            .unwrap_or_else(|| Arc::new(super::policy_feed::LivePolicy::from_config(&cfg)));
         Worker {
             shared,
             producer,
@@ -79,8 +88,14 @@ impl Worker {
             needs_rewind: false,
             retries: Retries::new(cfg.kafka.max_record_retries.get()),
             dlq_limit: cfg.dlq_limit(),
+            live,
+            thread: std::thread::current()
+                .name()
+                .unwrap_or("stream")
+                .to_string(),
             cfg,
         }
+        .with_policy_noted()
     }
 
     fn eos(&self) -> bool {
@@ -141,6 +156,7 @@ impl Worker {
     fn process_record(&mut self, msg: &BorrowedMessage<'_>) -> Result<(), KafkaError> {
         let partition = msg.partition();
         self.producer.begin()?;
+        self.apply_policy(partition, msg.offset())?;
         let m = &self.shared.metrics;
         let given_up = self.retries.take_given_up(partition, msg.offset());
         let decoded = read_event(msg.key(), msg.payload());

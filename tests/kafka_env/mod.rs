@@ -166,7 +166,7 @@ impl Env {
     pub fn config(&self, extra: &str) -> String {
         let path = self.dir.path().join("loopguard.toml");
         let text = format!(
-            "[kafka]\nbootstrap_servers = \"{b}\"\ngroup_id = \"{n}-group\"\nevents_topic = \"{n}-events\"\nverdicts_topic = \"{n}-verdicts\"\ndlq_topic = \"{n}-dlq\"\nstate_topic = \"{n}-state\"\n{batch}{extra}\n[kafka.properties]\n\"transaction.timeout.ms\" = \"10000\"\n\"session.timeout.ms\" = \"6000\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+            "[kafka]\nbootstrap_servers = \"{b}\"\ngroup_id = \"{n}-group\"\nevents_topic = \"{n}-events\"\nverdicts_topic = \"{n}-verdicts\"\ndlq_topic = \"{n}-dlq\"\nstate_topic = \"{n}-state\"\npolicy_topic = \"{n}-policy\"\n{batch}{extra}\n[kafka.properties]\n\"transaction.timeout.ms\" = \"10000\"\n\"session.timeout.ms\" = \"6000\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
             b = self.bootstrap,
             n = self.name,
             batch = if extra.contains("batch_max_ms") { "" } else { "batch_max_ms = 20\n" }

@@ -69,6 +69,7 @@ class GuardProcess:
             f'verdicts_topic = "{self.name}-verdicts"\n'
             f'dlq_topic = "{self.name}-dlq"\n'
             f'state_topic = "{self.name}-state"\n'
+            f'policy_topic = "{self.name}-policy"\n'
             f'transactional_id_prefix = "{self.name}"\n'
             "batch_max_ms = 20\n"
             "[kafka.properties]\n"
@@ -76,6 +77,11 @@ class GuardProcess:
             '"session.timeout.ms" = "6000"\n'
             "[admin]\n"
             f'listen = "127.0.0.1:{self.admin_port}"\n'
+            # Tenant `observer` runs every rule in observe mode (test_observe_mode.py).
+            "[[policy.overrides]]\n"
+            'tenant = "observer"\n'
+            "[policy.overrides.set]\n"
+            'mode = "observe"\n'
         )
 
     def create_topics(self) -> str:
@@ -121,11 +127,11 @@ class GuardProcess:
         self.proc = None
 
     def delete_topics(self) -> None:
-        """Removes the four private topics (a shared development broker keeps no litter)."""
+        """Removes the five private topics (a shared development broker keeps no litter)."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        names = [f"{self.name}-{k}" for k in ("events", "verdicts", "dlq", "state")]
+        names = [f"{self.name}-{k}" for k in ("events", "verdicts", "dlq", "state", "policy")]
         for future in admin.delete_topics(names, operation_timeout=30).values():
             try:
                 future.result()

@@ -135,13 +135,18 @@ export class Guard {
   }
 
   /** A handle for one agent conversation (a new random id when none is given). */
-  session(sessionId?: string, opts: { onVerdict?: VerdictCallback; tenant?: string; agent?: string; model?: string } = {}): Session {
+  /** `onObserved` receives the verdicts of rules in observe mode, which are never acted on. */
+  session(
+    sessionId?: string,
+    opts: { onVerdict?: VerdictCallback; onObserved?: VerdictCallback; tenant?: string; agent?: string; model?: string } = {},
+  ): Session {
     const core = new SessionCore(this, sessionId ?? randomUUID().replaceAll("-", ""), {
       tenant: opts.tenant ?? this.options.tenant,
       agent: opts.agent ?? this.options.agent,
       model: opts.model ?? this.options.model,
     });
     this.sessions.set(core.sessionId, core);
+    if (opts.onObserved !== undefined) core.observers.add(opts.onObserved);
     return new Session(core, opts.onVerdict);
   }
 
@@ -284,6 +289,13 @@ export class Guard {
     }
     this.seen.add(v.verdictId);
     if (this.seen.size > this.options.dedupeCapacity) this.seen.delete(this.seen.values().next().value as string);
+    if (!v.enforce) {
+      // Observe mode: what the guard would have said. Never the answer to a tool call (its
+      // waiter goes on to the marker), never in `verdicts` or `stream()`.
+      this.counts.verdictsObserved += 1;
+      core.observe(v);
+      return;
+    }
     this.counts.verdictsDelivered += 1;
     const ws = this.waiters.get(v.eventId);
     this.waiters.delete(v.eventId);
@@ -300,6 +312,9 @@ class SessionCore {
   private readonly openCalls = new Map<string, string[]>();
   readonly listeners = new Set<VerdictCallback>();
   readonly verdicts: Verdict[] = [];
+  /** Observe-mode verdicts (`enforce` false): kept apart, never acted on. */
+  readonly observers = new Set<VerdictCallback>();
+  readonly observed: Verdict[] = [];
   private queue: Queued[] = [];
   private sending: Promise<void> = Promise.resolve();
   private pumping = false;
@@ -376,6 +391,19 @@ class SessionCore {
 
   async drained(): Promise<void> {
     while (this.pumping) await this.sending;
+  }
+
+  observe(v: Verdict): void {
+    this.observed.push(v);
+    if (this.observed.length > 1000) this.observed.shift();
+    for (const cb of this.observers) {
+      try {
+        cb(v);
+      } catch (e) {
+        this.guard.count("callbackErrors");
+        this.guard.report("onObserved callback", e);
+      }
+    }
   }
 
   deliver(v: Verdict): void {
@@ -513,6 +541,19 @@ export class Session {
   async sessionEnd(): Promise<void> {
     await this.core.publish(this.core.event("session_end", {}));
     this.core.guard.forget(this.sessionId);
+  }
+
+  /** Verdicts of rules in observe mode (`enforce` false; the last 1,000): what the guard
+   * would have said. Never returned by `toolCall`, never in `verdicts` or `stream()`; do not
+   * act on them (docs/contract.md). */
+  get observed(): Verdict[] {
+    return [...this.core.observed];
+  }
+
+  /** Adds a callback for this session's observe-mode verdicts; returns its remover. */
+  onObserved(cb: VerdictCallback): () => void {
+    this.core.observers.add(cb);
+    return () => this.core.observers.delete(cb);
   }
 
   /** Adds a callback for this session's verdicts; returns a function that removes it. */

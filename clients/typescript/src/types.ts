@@ -191,6 +191,8 @@ export interface Stats {
   eventsSent: number;
   eventsFailed: number;
   verdictsDelivered: number;
+  /** Verdicts of rules in observe mode (`enforce` false): delivered apart, never acted on. */
+  verdictsObserved: number;
   verdictsDuplicate: number;
   verdictsOtherSessions: number;
   verdictsInvalid: number;
@@ -209,6 +211,7 @@ export function emptyStats(): Stats {
     eventsSent: 0,
     eventsFailed: 0,
     verdictsDelivered: 0,
+    verdictsObserved: 0,
     verdictsDuplicate: 0,
     verdictsOtherSessions: 0,
     verdictsInvalid: 0,

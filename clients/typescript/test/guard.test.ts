@@ -91,6 +91,32 @@ for (const readUncommitted of [false, true]) {
   });
 }
 
+test("observe-mode verdicts are delivered apart and never block a call", async () => {
+  // The test guard's config puts tenant `observer` in observe mode (harness.ts).
+  const guard = await connect({ tenant: "observer" });
+  try {
+    const seen: Verdict[] = [];
+    const s = guard.session(sid("observe"), { onObserved: (v) => seen.push(v) });
+    const streamed: Verdict[] = [];
+    s.onVerdict((v) => streamed.push(v));
+    await s.userMessage("The build is broken, fix it.");
+    const started = Date.now();
+    // Each identical call is answered null by a judged-through marker, the third included:
+    // tool.exact_repeat's block is only observed.
+    for (let i = 0; i < 3; i++) assert.equal(await loopRound(s, WAIT), null);
+    assert.ok(Date.now() - started < 3 * WAIT);
+    for (const until = Date.now() + WAIT; s.observed.length === 0 && Date.now() < until; ) await sleep(50);
+    assert.deepEqual(s.observed.map((v) => [v.rule, v.action, v.enforce]), [["tool.exact_repeat", "block", false]]);
+    assert.ok(s.observed[0].policyVersion?.startsWith("sha256:"));
+    assert.deepEqual(seen, s.observed);
+    assert.deepEqual([s.verdicts.length, streamed.length], [0, 0]);
+    const stats = guard.stats();
+    assert.deepEqual([stats.verdictsObserved, stats.verdictsDelivered, stats.toolCallDeadlines, stats.toolCallsNoVerdict], [1, 0, 0, 3]);
+  } finally {
+    await guard.close();
+  }
+});
+
 test("markers never answer null for a call that gets a verdict", async () => {
   const guard = await connect();
   try {

@@ -57,6 +57,7 @@ export class GuardProcess {
         `verdicts_topic = "${g.name}-verdicts"`,
         `dlq_topic = "${g.name}-dlq"`,
         `state_topic = "${g.name}-state"`,
+        `policy_topic = "${g.name}-policy"`,
         `transactional_id_prefix = "${g.name}"`,
         "batch_max_ms = 20",
         "[kafka.properties]",
@@ -64,6 +65,11 @@ export class GuardProcess {
         '"session.timeout.ms" = "6000"',
         "[admin]",
         `listen = "127.0.0.1:${g.adminPort}"`,
+        // Tenant `observer` runs every rule in observe mode (guard.test.ts).
+        "[[policy.overrides]]",
+        'tenant = "observer"',
+        "[policy.overrides.set]",
+        'mode = "observe"',
         "",
       ].join("\n"),
     );
@@ -122,7 +128,7 @@ export class GuardProcess {
     const admin = kafka.admin();
     try {
       await admin.connect();
-      await admin.deleteTopics({ topics: ["events", "verdicts", "dlq", "state"].map((k) => `${this.name}-${k}`) });
+      await admin.deleteTopics({ topics: ["events", "verdicts", "dlq", "state", "policy"].map((k) => `${this.name}-${k}`) });
     } catch {
       // already gone: nothing to clean
     } finally {

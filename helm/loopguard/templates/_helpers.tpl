@@ -102,6 +102,7 @@ events_topic = {{ $k.events_topic | toJson }}
 verdicts_topic = {{ $k.verdicts_topic | toJson }}
 dlq_topic = {{ $k.dlq_topic | toJson }}
 state_topic = {{ $k.state_topic | toJson }}
+policy_topic = {{ default "loopguard-policy" $k.policy_topic | toJson }}
 delivery = {{ $k.delivery | toJson }}
 transactional_id_prefix = {{ $k.transactional_id_prefix | toJson }}
 batch_max_events = {{ $k.batch_max_events | int64 }}

@@ -3,6 +3,7 @@
 
 use super::intents::{default_intents, Intent};
 use super::verdict::{Action, Rule};
+pub use mode::{Mode, ModeSource};
 use serde::{Deserialize, Serialize};
 
 /// Tool-call repeat rules (seed 000, seed 004, ours).
@@ -317,6 +318,30 @@ pub struct RuleSetting {
     pub enabled: Option<bool>,
     #[serde(default)]
     pub action: Option<Action>,
+    /// `enforce`, `observe` or `off` (`enabled = false` is `off`, `enabled = true` is
+    /// `enforce`; both in one entry must agree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+}
+
+impl RuleSetting {
+    /// The mode this entry sets, if any; an error when `enabled` and `mode` disagree.
+    fn mode(&self) -> Result<Option<Mode>, String> {
+        let from_enabled = self
+            .enabled
+            .map(|on| if on { Mode::Enforce } else { Mode::Off });
+        match (from_enabled, self.mode) {
+            (Some(Mode::Off), Some(m)) if m != Mode::Off => Err(format!(
+                "`enabled = false` and `mode = \"{}\"` disagree",
+                m.as_str()
+            )),
+            (Some(Mode::Enforce), Some(Mode::Off)) => {
+                Err("`enabled = true` and `mode = \"off\"` disagree".into())
+            }
+            (_, Some(m)) => Ok(Some(m)),
+            (e, None) => Ok(e),
+        }
+    }
 }
 
 /// The full policy for one (tenant, agent).
@@ -329,28 +354,39 @@ pub struct Policy {
     pub reasoning: ReasoningPolicy,
     pub expect: ExpectPolicy,
     pub rules: Vec<RuleSetting>,
+    /// The ceiling on every rule's mode: `observe` puts the whole policy (a tenant's, an
+    /// agent's, the fleet's) in observe mode, whatever its rules say (decision (ba)).
+    #[serde(skip_serializing_if = "Mode::is_enforce")]
+    pub mode: Mode,
     #[serde(skip)]
     switches: RuleSwitches,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 struct RuleSwitches {
-    enabled: [bool; Rule::ALL.len()],
+    /// Each rule's own mode (before the policy-wide ceiling).
+    mode: [Mode; Rule::ALL.len()],
     action: [Option<Action>; Rule::ALL.len()],
 }
 
 impl Default for RuleSwitches {
     fn default() -> Self {
         RuleSwitches {
-            enabled: [true; Rule::ALL.len()],
+            mode: [Mode::Enforce; Rule::ALL.len()],
             action: [None; Rule::ALL.len()],
         }
     }
 }
 
 impl Policy {
+    /// False for a rule in mode `off`: it emits nothing (rules skip their work for it).
     pub fn enabled(&self, rule: Rule) -> bool {
-        self.switches.enabled[rule.index()]
+        self.mode(rule) != Mode::Off
+    }
+
+    /// The rule's effective mode: its own, under the policy-wide ceiling.
+    pub fn mode(&self, rule: Rule) -> Mode {
+        self.switches.mode[rule.index()].under(self.mode)
     }
 
     /// The action to emit: the operator's override, else the rule's own.
@@ -475,8 +511,10 @@ impl Policy {
         for s in &self.rules {
             match Rule::from_name(&s.rule) {
                 Some(rule) => {
-                    if let Some(e) = s.enabled {
-                        switches.enabled[rule.index()] = e;
+                    match s.mode() {
+                        Ok(Some(m)) => switches.mode[rule.index()] = m,
+                        Ok(None) => {}
+                        Err(e) => problems.push(format!("{at}: rules: `{}`: {e}", s.rule)),
                     }
                     if s.action.is_some() {
                         switches.action[rule.index()] = s.action;
@@ -494,112 +532,9 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
 
+mod mode;
 mod set;
 pub use set::{Override, PolicySet};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{json, Value};
-
-    #[test]
-    fn defaults_follow_the_seeds() {
-        let p = PolicySet::default().global().clone();
-        assert_eq!(
-            (
-                p.tool.window,
-                p.tool.repeat_threshold,
-                p.tool.fuzzy_min_chars
-            ),
-            (6, 3, 50)
-        );
-        assert_eq!(p.budget.max_tool_rounds, 250);
-        assert_eq!(p.reasoning.repeat_span_min, 24);
-        assert_eq!(p.reasoning.reasoning_char_limit, 20_000);
-        assert_eq!(p.expect.max_retries, 2);
-        assert!(p.enabled(Rule::Cycle));
-    }
-
-    #[test]
-    fn the_policy_version_is_the_effective_policys() {
-        let version = |raw: Value| PolicySet::compile(&raw).unwrap().version().to_string();
-        let default = version(Value::Null);
-        assert_eq!(default.len(), "sha256:".len() + 12, "{default}");
-        assert!(default.starts_with("sha256:"));
-        assert!(default[7..]
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
-        // Defaults spelled out, or in another key order, are the same policy.
-        assert_eq!(version(json!({})), default);
-        assert_eq!(
-            version(json!({"budget": {"max_tool_rounds": 250}, "tool": {"window": 6}})),
-            default
-        );
-        assert_eq!(
-            version(json!({"tool": {"window": 8, "repeat_threshold": 4}})),
-            version(json!({"tool": {"repeat_threshold": 4, "window": 8}}))
-        );
-        // Any effective change is another version: a threshold, a switch, an override.
-        let changed = [
-            version(json!({"tool": {"window": 8}})),
-            version(json!({"rules": [{"rule": "tool.cycle", "enabled": false}]})),
-            version(json!({"overrides": [{"tenant": "acme", "set": {"tool": {"window": 8}}}]})),
-            version(json!({"overrides": [{"agent": "acme", "set": {"tool": {"window": 8}}}]})),
-        ];
-        for (i, v) in changed.iter().enumerate() {
-            assert_ne!(*v, default);
-            assert!(changed[..i].iter().all(|w| w != v), "{changed:?}");
-        }
-    }
-
-    #[test]
-    fn every_problem_is_reported() {
-        let raw = json!({"tool": {"window": 0, "bogus": 1}, "budget": {"near_limit_ratio": 3.0}, "rules": [{"rule": "tool.nope"}]});
-        let errs = PolicySet::compile(&raw).unwrap_err();
-        assert!(errs.iter().any(|e| e.contains("bogus")), "{errs:?}");
-        let raw = json!({"tool": {"window": 0}, "budget": {"near_limit_ratio": 3.0}, "rules": [{"rule": "tool.nope"}]});
-        let errs = PolicySet::compile(&raw).unwrap_err();
-        assert_eq!(errs.len(), 4, "{errs:?}");
-    }
-
-    #[test]
-    fn a_tenant_and_an_agent_override_that_clash_together_are_refused() {
-        // Valid one by one: window 3 with the default threshold 3, threshold 5 with the
-        // default window 6; a session of tenant acme and agent coder would get 5 in 3.
-        let raw = json!({
-            "overrides": [
-                {"tenant": "acme", "set": {"tool": {"window": 3}}},
-                {"agent": "coder", "set": {"tool": {"repeat_threshold": 5}}}
-            ]
-        });
-        let errs = PolicySet::compile(&raw).unwrap_err();
-        assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(
-            errs[0].contains("tenant `acme` with agent `coder`")
-                && errs[0].contains("repeat_threshold"),
-            "{errs:?}"
-        );
-    }
-
-    #[test]
-    fn overrides_apply_by_tenant_then_agent() {
-        let raw = json!({
-            "budget": {"max_tool_rounds": 20},
-            "overrides": [
-                {"tenant": "acme", "set": {"budget": {"max_tool_rounds": 30}, "rules": [{"rule": "tool.cycle", "enabled": false}]}},
-                {"agent": "coder", "set": {"budget": {"max_tool_rounds": 40}}},
-                {"tenant": "acme", "agent": "coder", "set": {"rules": [{"rule": "tool.exact_repeat", "action": "warn"}]}}
-            ]
-        });
-        let mut set = PolicySet::compile(&raw).unwrap();
-        assert_eq!(set.resolve(None, None).budget.max_tool_rounds, 20);
-        let acme = set.resolve(Some("acme"), None);
-        assert_eq!(acme.budget.max_tool_rounds, 30);
-        assert!(!acme.enabled(Rule::Cycle));
-        let both = set.resolve(Some("acme"), Some("coder"));
-        assert_eq!(both.budget.max_tool_rounds, 40);
-        assert!(!both.enabled(Rule::Cycle));
-        assert_eq!(both.action(Rule::ExactRepeat, Action::Block), Action::Warn);
-        assert_eq!(set.resolve(Some("other"), None).budget.max_tool_rounds, 20);
-    }
-}
+mod tests;

@@ -175,23 +175,59 @@ impl PolicySet {
         let mut touched = false;
         for stage in 0..3 {
             for o in &self.overrides {
-                let hit = match stage {
-                    0 => o.agent.is_none() && o.tenant.is_some() && o.tenant.as_deref() == tenant,
-                    1 => o.tenant.is_none() && o.agent.is_some() && o.agent.as_deref() == agent,
-                    _ => {
-                        o.tenant.is_some()
-                            && o.agent.is_some()
-                            && o.tenant.as_deref() == tenant
-                            && o.agent.as_deref() == agent
-                    }
-                };
-                if hit {
+                if applies(o, stage, tenant, agent) {
                     raw = merge(raw, &o.set);
                     touched = true;
                 }
             }
         }
         (raw, touched)
+    }
+
+    /// A rule's effective mode for a (tenant, agent), and the layer that decided it: the
+    /// last of global table, tenant, agent, pair whose table sets the rule's mode (or
+    /// `enabled`) or the policy-wide `mode`.
+    pub fn mode_of(
+        &mut self,
+        tenant: Option<&str>,
+        agent: Option<&str>,
+        rule: super::super::verdict::Rule,
+    ) -> (super::Mode, super::ModeSource) {
+        use super::ModeSource;
+        let mode = self.resolve(tenant, agent).mode(rule);
+        let sets_mode = |table: &Value| {
+            let wide = table.get("mode").is_some();
+            let own = table
+                .get("rules")
+                .and_then(Value::as_array)
+                .is_some_and(|rules| {
+                    rules.iter().any(|r| {
+                        r.get("rule").and_then(Value::as_str) == Some(rule.as_str())
+                            && (r.get("mode").is_some() || r.get("enabled").is_some())
+                    })
+                });
+            wide || own
+        };
+        let mut source = if sets_mode(&self.global_raw) {
+            ModeSource::Policy
+        } else {
+            ModeSource::Default
+        };
+        for (stage, layer) in [
+            ModeSource::Tenant,
+            ModeSource::Agent,
+            ModeSource::TenantAgent,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for o in &self.overrides {
+                if applies(o, stage, tenant, agent) && sets_mode(&o.set) {
+                    source = layer;
+                }
+            }
+        }
+        (mode, source)
     }
 
     /// The policy for a (tenant, agent): global, then the tenant's override, then the
@@ -216,6 +252,21 @@ impl PolicySet {
             self.resolved.insert(key, policy.clone());
         }
         policy
+    }
+}
+
+/// Whether override `o` is one of layering stage `stage` (0 tenant, 1 agent, 2 the pair)
+/// that applies to (tenant, agent).
+fn applies(o: &Override, stage: usize, tenant: Option<&str>, agent: Option<&str>) -> bool {
+    match stage {
+        0 => o.agent.is_none() && o.tenant.is_some() && o.tenant.as_deref() == tenant,
+        1 => o.tenant.is_none() && o.agent.is_some() && o.agent.as_deref() == agent,
+        _ => {
+            o.tenant.is_some()
+                && o.agent.is_some()
+                && o.tenant.as_deref() == tenant
+                && o.agent.as_deref() == agent
+        }
     }
 }
 

@@ -108,6 +108,7 @@ impl Worker {
             committed,
             at,
             replayed,
+            policy,
         } = restored;
         self.shared.metrics.replayed_events.inc_by(replayed);
         // Every session now held: restored from the checkpoint or created by the re-run.
@@ -117,8 +118,15 @@ impl Worker {
             }
         }
         let sessions = engine.session_count();
-        self.parts
-            .insert(partition, Part::new(engine, committed, replayed as usize));
+        let mut part = Part::new(engine, committed, replayed as usize);
+        if let Some(change) = policy {
+            part.policy_seq = change.seq;
+            self.shared
+                .policy
+                .partitions
+                .insert(partition, (change.seq, change.version, change.from_offset));
+        }
+        self.parts.insert(partition, part);
         let checkpoint = match at {
             RestoredAt::Offset(o) => o.to_string(),
             RestoredAt::Fresh => "none".into(),
@@ -157,6 +165,7 @@ impl Worker {
 
     pub(in crate::service) fn drop_partition(&mut self, partition: i32) {
         self.parts.remove(&partition);
+        self.shared.policy.partitions.remove(&partition);
         self.retries.forget(partition);
         self.shared.partitions.remove(&partition);
         self.shared.sessions.retain(|_, (p, _)| *p != partition);

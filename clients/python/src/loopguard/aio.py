@@ -139,6 +139,27 @@ class AsyncSession:
     async def session_end(self) -> None:
         self._sync.session_end()
 
+    @property
+    def observed_so_far(self) -> List[Verdict]:
+        """Observe-mode verdicts so far (`enforce` false): never acted on."""
+        return self._sync.observed
+
+    async def observed(self) -> AsyncIterator[Verdict]:
+        """Observe-mode verdicts of the session from now on, apart from `verdicts()`: what
+        the guard would have said; never the answer to `tool_call`, never to act on."""
+        loop = asyncio.get_running_loop()
+        queue: "asyncio.Queue[Verdict]" = asyncio.Queue()
+
+        def push(v: Verdict) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, v)
+
+        self._core.observe(push)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._core.unobserve(push)
+
     async def verdicts(self) -> AsyncIterator[Verdict]:
         """Every verdict of the session from now on, as it arrives (until the task is
         cancelled or the iteration stops). For streaming: run it beside the stream."""

@@ -148,9 +148,13 @@ class Guard:
         tenant: Optional[str] = None,
         agent: Optional[str] = None,
         model: Optional[str] = None,
+        on_observed: Optional[VerdictCallback] = None,
     ) -> "Session":
-        """A handle for one agent conversation (a new random id when none is given)."""
+        """A handle for one agent conversation (a new random id when none is given).
+        `on_observed` receives the verdicts of rules in observe mode, which are never acted on."""
         core = self._core(session_id, tenant, agent, model)
+        if on_observed is not None:
+            core.observe(on_observed)
         return Session(core, on_verdict)
 
     def stats(self) -> Stats:
@@ -349,8 +353,18 @@ class Guard:
             self._seen[verdict.verdict_id] = None
             while len(self._seen) > self.config.dedupe_capacity:
                 self._seen.popitem(last=False)
-            self._counts["verdicts_delivered"] += 1
-            waiters = [w for w in list(self._waiters.get(verdict.event_id, [])) if self._claim(w)]
+            observed = not verdict.enforce
+            waiters: List[_Waiter] = []
+            if observed:
+                # Observe mode: what the guard would have said. Never the answer to a tool
+                # call (its waiter goes on to the marker), never in `verdicts`/`take_verdicts`.
+                self._counts["verdicts_observed"] += 1
+            else:
+                self._counts["verdicts_delivered"] += 1
+                waiters = [w for w in list(self._waiters.get(verdict.event_id, [])) if self._claim(w)]
+        if observed:
+            core._observe(verdict)
+            return
         for w in waiters:
             w.settle(verdict)
         core._deliver(verdict)
@@ -418,7 +432,10 @@ class SessionCore:
         self._turn_open = False
         self._open_calls: Dict[str, Deque[str]] = collections.defaultdict(collections.deque)
         self._listeners: List[VerdictCallback] = []
+        self._observers: List[VerdictCallback] = []
         self.verdicts: Deque[Verdict] = collections.deque(maxlen=1000)
+        # Observe-mode verdicts (`enforce` false): kept apart, never acted on.
+        self.observed: Deque[Verdict] = collections.deque(maxlen=1000)
         self._unread: Deque[Verdict] = collections.deque(maxlen=1000)
         self._arrived = threading.Condition(self._lock)
 
@@ -480,6 +497,26 @@ class SessionCore:
             if cb in self._listeners:
                 self._listeners.remove(cb)
 
+    def observe(self, cb: VerdictCallback) -> None:
+        with self._lock:
+            self._observers.append(cb)
+
+    def unobserve(self, cb: VerdictCallback) -> None:
+        with self._lock:
+            if cb in self._observers:
+                self._observers.remove(cb)
+
+    def _observe(self, verdict: Verdict) -> None:
+        with self._lock:
+            self.observed.append(verdict)
+            observers = list(self._observers)
+        for cb in observers:
+            try:
+                cb(verdict)
+            except Exception as e:
+                self.guard._count("callback_errors")
+                self.guard._report("on_observed callback", e)
+
     def _deliver(self, verdict: Verdict) -> None:
         with self._lock:
             self.verdicts.append(verdict)
@@ -521,8 +558,20 @@ class Session:
 
     @property
     def verdicts(self) -> List[Verdict]:
-        """Every verdict of this session so far (the last 1,000)."""
+        """Every verdict of this session so far to act on (the last 1,000)."""
         return list(self._core.verdicts)
+
+    @property
+    def observed(self) -> List[Verdict]:
+        """Verdicts of rules in observe mode (`enforce` false; the last 1,000): what the
+        guard would have said. Never returned by `tool_call` or `take_verdicts`; do not act on
+        them (docs/contract.md)."""
+        return list(self._core.observed)
+
+    def on_observed(self, callback: VerdictCallback) -> None:
+        """Calls `callback` with each observe-mode verdict of this session from now on (on
+        the reader thread; an exception it raises is counted, never propagated)."""
+        self._core.observe(callback)
 
     def user_message(self, text: str, limits: Optional[Limits] = None) -> None:
         extra = {"limits": limits.to_wire()} if limits is not None and limits.to_wire() else {}

@@ -266,6 +266,8 @@ class Stats:
     events_sent: int = 0
     events_failed: int = 0
     verdicts_delivered: int = 0
+    # Verdicts of rules in observe mode (`enforce` false): delivered apart, never acted on.
+    verdicts_observed: int = 0
     verdicts_duplicate: int = 0
     verdicts_other_sessions: int = 0
     verdicts_invalid: int = 0

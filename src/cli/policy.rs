@@ -1,0 +1,330 @@
+//! `loopguard policy check | publish | show`: a policy file validated (every problem, each
+//! naming its key), published to the policy topic (refused when invalid), and the version
+//! each running instance applies, read from their admin endpoints. `diff` is in
+//! `policy_diff.rs`.
+
+use crate::config::Config;
+use crate::engine::policy::PolicySet;
+use crate::service::policy_feed::{Published, POLICY_RECORD_KEY};
+use crate::service::policy_record::{is_policy_key, PolicyChange};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum PolicyCliError {
+    #[error("cannot read {path}: {why}")]
+    Read { path: String, why: String },
+    #[error("{path}: invalid policy:\n  - {}", .problems.join("\n  - "))]
+    Invalid { path: String, problems: Vec<String> },
+    #[error("kafka: {0}")]
+    Kafka(String),
+    #[error("admin endpoint {addr}: {why}")]
+    Admin { addr: SocketAddr, why: String },
+}
+
+/// A policy file: the policy table (the shape of a configuration's `[policy]`), as TOML, or
+/// as JSON when its name ends in `.json`. A whole configuration file (with `[policy]`)
+/// gives its policy table.
+pub fn read_file(path: &str) -> Result<Value, PolicyCliError> {
+    let read = |why: String| PolicyCliError::Read {
+        path: path.to_string(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| read(e.to_string()))?;
+    let value: Value = if path.ends_with(".json") {
+        serde_json::from_str(&text).map_err(|e| read(e.to_string()))?
+    } else {
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| read(e.message().to_string()))?;
+        serde_json::to_value(table).map_err(|e| read(e.to_string()))?
+    };
+    Ok(match value {
+        Value::Object(mut o) if o.contains_key("policy") => o.remove("policy").unwrap_or_default(),
+        v => v,
+    })
+}
+
+/// Reads and compiles a policy file: the raw table and the set, or every problem.
+pub fn check(path: &str) -> Result<(Value, PolicySet), PolicyCliError> {
+    let raw = read_file(path)?;
+    let set = PolicySet::compile(&raw).map_err(|problems| PolicyCliError::Invalid {
+        path: path.to_string(),
+        problems,
+    })?;
+    Ok((raw, set))
+}
+
+/// Publishes a valid policy file to the policy topic; returns its version and offset.
+pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError> {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let (raw, set) = check(path)?;
+    let kafka = |e: rdkafka::error::KafkaError| PolicyCliError::Kafka(e.to_string());
+    if cfg.kafka.bootstrap_servers.is_empty() {
+        return Err(PolicyCliError::Kafka(
+            "no broker configured (kafka.bootstrap_servers)".into(),
+        ));
+    }
+    let record = Published {
+        version: Some(set.version().to_string()),
+        policy: raw,
+    };
+    let payload = serde_json::to_vec(&record).unwrap_or_default();
+    let delivered = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let context = Delivered(delivered.clone());
+    let mut client = rdkafka::ClientConfig::new();
+    client
+        .set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
+        .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "15000");
+    for (k, v) in cfg.kafka_properties() {
+        client.set(k, v);
+    }
+    let producer: ThreadedProducer<Delivered> =
+        client.create_with_context(context).map_err(kafka)?;
+    producer
+        .send(
+            BaseRecord::to(&cfg.kafka.policy_topic)
+                .key(POLICY_RECORD_KEY)
+                .payload(&payload)
+                .partition(0),
+        )
+        .map_err(|(e, _)| kafka(e))?;
+    producer.flush(Duration::from_secs(20)).map_err(kafka)?;
+    let result = delivered.lock().ok().and_then(|mut d| d.take());
+    match result {
+        Some(Ok(offset)) => Ok((set.version().to_string(), offset)),
+        Some(Err(e)) => Err(PolicyCliError::Kafka(e)),
+        None => Err(PolicyCliError::Kafka("not delivered within 20 s".into())),
+    }
+}
+
+/// Where the one publication landed (offset) or why not.
+struct Delivered(std::sync::Arc<std::sync::Mutex<Option<Result<i64, String>>>>);
+
+impl rdkafka::ClientContext for Delivered {}
+
+impl rdkafka::producer::ProducerContext for Delivered {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        use rdkafka::message::Message;
+        let r = match result {
+            Ok(m) => Ok(m.offset()),
+            Err((e, _)) => Err(e.to_string()),
+        };
+        if let Ok(mut d) = self.0.lock() {
+            *d = Some(r);
+        }
+    }
+}
+
+/// The policy switches the guards recorded in the state topic (`policy_record`), of one
+/// partition or all, in offset order: what `loopguard replay --policy-changes` reads.
+pub fn history(
+    cfg: &Config,
+    only: Option<i32>,
+) -> Result<Vec<(i32, PolicyChange)>, PolicyCliError> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+    let kafka = |e: rdkafka::error::KafkaError| PolicyCliError::Kafka(e.to_string());
+    let consumer: BaseConsumer = crate::service::kafka::state_reader_config(cfg)
+        .create()
+        .map_err(kafka)?;
+    let topic = &cfg.kafka.state_topic;
+    let partitions = crate::service::kafka::partition_count(&consumer, topic)
+        .map_err(|e| PolicyCliError::Kafka(e.to_string()))?
+        .ok_or_else(|| PolicyCliError::Kafka(format!("no topic {topic}")))?;
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = std::collections::BTreeMap::new();
+    for p in (0..partitions as i32).filter(|p| only.is_none_or(|o| o == *p)) {
+        let (_, high) = consumer
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .map_err(kafka)?;
+        if high > 0 {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .map_err(kafka)?;
+            ends.insert(p, high);
+        }
+    }
+    consumer.assign(&tpl).map_err(kafka)?;
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let position = |p: i32| -> i64 {
+        consumer
+            .position()
+            .ok()
+            .and_then(|l| l.find_partition(topic, p).map(|e| e.offset()))
+            .and_then(|o| {
+                if let Offset::Offset(o) = o {
+                    Some(o)
+                } else {
+                    None
+                }
+            })
+            .unwrap_or(0)
+    };
+    while ends.iter().any(|(p, end)| position(*p) < *end) {
+        if std::time::Instant::now() > deadline {
+            return Err(PolicyCliError::Kafka(format!(
+                "{topic} not read to its end in 120 s"
+            )));
+        }
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            if m.key().is_some_and(is_policy_key) {
+                if let Some(change) = m.payload().and_then(|p| serde_json::from_slice(p).ok()) {
+                    out.push((m.partition(), change));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|(p, c): &(i32, PolicyChange)| (*p, c.from_offset, c.seq));
+    Ok(out)
+}
+
+/// `GET /v1/policy` of one instance's admin endpoint.
+pub fn fetch_status(addr: SocketAddr) -> Result<Value, PolicyCliError> {
+    let admin = |why: String| PolicyCliError::Admin { addr, why };
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|e| admin(e.to_string()))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| admin(e.to_string()))?;
+    write!(
+        stream,
+        "GET /v1/policy HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| admin(e.to_string()))?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| admin(e.to_string()))?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| admin("no HTTP response".into()))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(admin(head.lines().next().unwrap_or("").to_string()));
+    }
+    serde_json::from_str(body).map_err(|e| admin(format!("not the policy view: {e}")))
+}
+
+/// One instance's status as lines: the version each thread applies, per partition where
+/// it took effect, the last refused publication.
+pub fn render_status(addr: SocketAddr, status: &Value) -> String {
+    let mut s = format!(
+        "{addr} instance {}\n",
+        status["instance"].as_str().unwrap_or("?")
+    );
+    if let Some(threads) = status["threads"].as_object() {
+        for (name, t) in threads {
+            s.push_str(&format!(
+                "  thread {name:<12} {} (seq {})\n",
+                t["version"].as_str().unwrap_or("?"),
+                t["seq"]
+            ));
+        }
+    }
+    if let Some(parts) = status["partitions"].as_object() {
+        for (p, v) in parts {
+            s.push_str(&format!(
+                "  partition {p:<4} {} from offset {} (seq {})\n",
+                v["version"].as_str().unwrap_or("?"),
+                v["from_offset"],
+                v["seq"]
+            ));
+        }
+    }
+    if let Some(r) = status["last_refused"].as_object() {
+        s.push_str(&format!(
+            "  refused at policy offset {}: {}\n",
+            r["offset"],
+            r["problems"]
+                .as_array()
+                .map(|p| p
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; "))
+                .unwrap_or_default()
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, path.to_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn a_toml_or_json_policy_file_or_a_whole_config_checks() {
+        let (_d, toml) = file(
+            "p.toml",
+            "[[rules]]\nrule = \"tool.cycle\"\nmode = \"observe\"\n[[overrides]]\ntenant = \"acme\"\n[overrides.set]\nmode = \"observe\"\n",
+        );
+        let (_e, json) = file(
+            "p.json",
+            r#"{"rules": [{"rule": "tool.cycle", "mode": "observe"}], "overrides": [{"tenant": "acme", "set": {"mode": "observe"}}]}"#,
+        );
+        let (_f, config) = file(
+            "c.toml",
+            "[kafka]\ngroup_id = \"x\"\n[[policy.rules]]\nrule = \"tool.cycle\"\nmode = \"observe\"\n[[policy.overrides]]\ntenant = \"acme\"\n[policy.overrides.set]\nmode = \"observe\"\n",
+        );
+        let v = |p: &str| check(p).unwrap().1.version().to_string();
+        assert_eq!(v(&toml), v(&json));
+        assert_eq!(v(&toml), v(&config));
+        assert_ne!(v(&toml), PolicySet::default().version());
+    }
+
+    #[test]
+    fn an_invalid_file_names_the_key() {
+        let (_d, path) = file(
+            "p.toml",
+            "[tool]\nwindow = \"six\"\n[[rules]]\nrule = \"tool.cycle\"\nmode = \"watch\"\n",
+        );
+        let err = check(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("policy.rules[0].mode: unknown variant `watch`"),
+            "{err}"
+        );
+        let (_g, path) = file("p.toml", "[tool]\nwindow = \"six\"\n");
+        let err = check(&path).unwrap_err().to_string();
+        assert!(err.contains("policy.tool.window: invalid type"), "{err}");
+        let (_e, path) = file("p.toml", "[budget]\nmax_tool_rounds = 0\n");
+        let err = check(&path).unwrap_err().to_string();
+        assert!(err.contains("budget.max_tool_rounds must be >= 1"), "{err}");
+        let err = check("/nonexistent/p.toml").unwrap_err().to_string();
+        assert!(err.starts_with("cannot read /nonexistent/p.toml"), "{err}");
+    }
+
+    #[test]
+    fn the_status_lines_name_threads_partitions_and_refusals() {
+        let status = serde_json::json!({
+            "instance": "guard-a",
+            "threads": {"stream-0": {"seq": 4, "version": "sha256:aaaaaaaaaaaa"}},
+            "partitions": {"3": {"seq": 4, "version": "sha256:aaaaaaaaaaaa", "from_offset": 120}},
+            "last_refused": {"offset": 5, "problems": ["policy.tool.window: invalid type"]}
+        });
+        let text = render_status("127.0.0.1:9464".parse().unwrap(), &status);
+        assert!(
+            text.contains("thread stream-0     sha256:aaaaaaaaaaaa (seq 4)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("partition 3    sha256:aaaaaaaaaaaa from offset 120"),
+            "{text}"
+        );
+        assert!(
+            text.contains("refused at policy offset 5: policy.tool.window"),
+            "{text}"
+        );
+    }
+}
