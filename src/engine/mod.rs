@@ -13,6 +13,7 @@ mod real_traces;
 pub mod rules;
 pub mod shell;
 pub mod shell_words;
+pub mod snapshot;
 pub mod spend;
 pub mod stats;
 pub mod text;
@@ -402,11 +403,19 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    /// The session's state, serialized for hand-over.
+    /// The session's state, encoded for hand-over (`snapshot::encode`).
     pub fn snapshot(&self, session_id: &str) -> Option<Vec<u8>> {
         self.sessions
             .get(session_id)
-            .and_then(|s| serde_json::to_vec(&s.state).ok())
+            .map(|s| snapshot::encode(&s.state))
+    }
+
+    /// The session's state as JSON, the hand-over format before issue 19 (for the
+    /// benchmarks' comparisons).
+    pub fn snapshot_json(&self, session_id: &str) -> Option<Vec<u8>> {
+        self.sessions
+            .get(session_id)
+            .map(|s| snapshot::encode_json(&s.state))
     }
 
     pub fn clock(&self) -> Clock {
@@ -423,8 +432,9 @@ impl Engine {
     }
 
     /// Restores a session handed over by another instance.
-    pub fn restore(&mut self, session_id: &str, bytes: &[u8]) -> Result<(), serde_json::Error> {
-        let mut state: SessionState = serde_json::from_slice(bytes)?;
+    /// Any format `snapshot::decode` reads: the binary one, or JSON from older versions.
+    pub fn restore(&mut self, session_id: &str, bytes: &[u8]) -> Result<(), snapshot::StateError> {
+        let mut state: SessionState = snapshot::decode(bytes)?;
         state.rebuild();
         self.watermark = self.watermark.max(state.last_ms);
         self.last_sweep = self

@@ -14,7 +14,7 @@ use serde_json::json;
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Budget {
     /// The round budget the runtime announced for this request, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     announced: Option<u32>,
     pub rounds: u32,
     pub compactions: u32,

@@ -32,7 +32,7 @@ pub struct CallRecord {
     /// `evidence.output_hash` of the call's result, once known.
     pub output: Option<u64>,
     /// Hash of the error text of a failed result, once known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub error: Option<u64>,
     pub round: u32,
     /// When the call was made (event time; 0 in states written before it was kept).

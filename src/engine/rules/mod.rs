@@ -93,7 +93,9 @@ struct Request {
     text: text_repeats::TextRepeats,
 }
 
-/// One session's detector state: what is handed over between instances.
+/// One session's detector state: what is handed over between instances. Every field of
+/// it and of the types it holds is written every time (no `skip_serializing_if`): the
+/// binary encoding is positional (`engine::snapshot`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SessionState {
     pub tenant: Option<String>,

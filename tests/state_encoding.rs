@@ -1,0 +1,268 @@
+//! The session state's encoding for checkpoints and hand-overs (`engine::snapshot`):
+//! states written as JSON by the versions before issue 19 still restore and judge as
+//! before; the binary encoding round-trips every field and gives the same verdicts; it is
+//! a fraction of JSON's size; its layout is pinned; broken records are refused, never a
+//! panic.
+
+use loopguard::engine::event::Event;
+use loopguard::engine::policy::PolicySet;
+use loopguard::engine::snapshot::{self, StateError, FORMAT_BINARY, FORMAT_BINARY_LZ4};
+use loopguard::engine::verdict::Verdict;
+use loopguard::engine::{Clock, Engine, Limits};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+fn engine() -> Engine {
+    Engine::new(PolicySet::default(), Limits::default())
+}
+
+fn run(engine: &mut Engine, events: &[Event], out: &mut Vec<Verdict>) {
+    for e in events {
+        engine.handle_event(e.clone(), out);
+    }
+}
+
+fn to_json(v: &[Verdict]) -> String {
+    serde_json::to_string(v).expect("verdicts serialize")
+}
+
+/// `fleet(sessions)` judged whole, and judged with every session handed over after `cut`
+/// events through `encode` (the states' bytes) to a fresh engine: the verdicts must agree.
+fn hand_over_through(
+    events: &[Event],
+    cut: usize,
+    encode: impl Fn(&Engine, &str) -> Vec<u8>,
+) -> (String, String) {
+    let mut whole = Vec::new();
+    run(&mut engine(), events, &mut whole);
+    let mut before = engine();
+    let mut out = Vec::new();
+    run(&mut before, &events[..cut], &mut out);
+    let mut after = engine();
+    for id in before.session_ids() {
+        after
+            .restore(&id, &encode(&before, &id))
+            .expect("a state restores");
+    }
+    after.restore_clock(before.clock());
+    run(&mut after, &events[cut..], &mut out);
+    (to_json(&whole), to_json(&out))
+}
+
+fn fleet() -> Vec<Event> {
+    loopguard::fleet::fleet(45, "enc-", 1_767_225_600_000, 250, 7)
+}
+
+/// `tests/data/state/json-states.jsonl` holds the JSON states written by the build before
+/// issue 19 (commit 9af5510) for `fleet(18, "fx-", T0, 250, 19)` cut after half of its
+/// events, and that engine's clock. Restored into this build, they judge the rest of the
+/// events as an engine that saw them all.
+#[test]
+fn json_states_of_the_build_before_issue_19_restore_and_judge_as_before() {
+    let text = include_str!("data/state/json-states.jsonl");
+    let mut lines = text.lines();
+    let head: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let events = loopguard::fleet::fleet(18, "fx-", 1_767_225_600_000, 250, 19);
+    assert_eq!(head["events"], events.len(), "the fixture's fleet changed");
+    let cut = head["cut"].as_u64().unwrap() as usize;
+    let clock: Clock = serde_json::from_value(head["clock"].clone()).unwrap();
+
+    let mut first = engine();
+    let mut out = Vec::new();
+    run(&mut first, &events[..cut], &mut out);
+    let mut restored = engine();
+    let mut ids = BTreeSet::new();
+    for line in lines {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (id, state) = (
+            rec["session"].as_str().unwrap(),
+            rec["state"].as_str().unwrap(),
+        );
+        assert!(state.starts_with('{'), "a JSON state");
+        restored
+            .restore(id, state.as_bytes())
+            .expect("an old JSON state restores");
+        // Re-encoded in the binary format, it restores to the same state again.
+        let binary = restored.snapshot(id).unwrap();
+        assert!([FORMAT_BINARY, FORMAT_BINARY_LZ4].contains(&binary[0]));
+        let again = snapshot::decode(&binary).expect("decodes");
+        assert_eq!(snapshot::encode(&again), binary);
+        ids.insert(id.to_string());
+    }
+    assert_eq!(ids.len(), 18, "every session of the fixture");
+    assert_eq!(ids.into_iter().collect::<Vec<_>>(), first.session_ids());
+    restored.restore_clock(clock);
+    let (mut expected, mut got) = (Vec::new(), Vec::new());
+    run(&mut first, &events[cut..], &mut expected);
+    run(&mut restored, &events[cut..], &mut got);
+    assert!(
+        expected.len() >= 5,
+        "the second half has verdicts to compare"
+    );
+    assert_eq!(to_json(&expected), to_json(&got));
+}
+
+/// Every state of the fleet, at several points of its run, decodes from the binary
+/// encoding to a state with the same JSON (every field, which JSON spells out) and
+/// encodes again to the same bytes.
+#[test]
+fn the_binary_encoding_round_trips_every_field() {
+    let events = fleet();
+    let mut e = engine();
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for chunk in events.chunks(events.len() / 7 + 1) {
+        run(&mut e, chunk, &mut out);
+        for id in e.session_ids() {
+            let binary = e.snapshot(&id).unwrap();
+            let state = snapshot::decode(&binary).expect("decodes");
+            assert_eq!(
+                snapshot::encode_json(&state),
+                e.snapshot_json(&id).unwrap(),
+                "{id}"
+            );
+            assert_eq!(snapshot::encode(&state), binary, "{id}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 200, "{checked} states");
+}
+
+/// A hand-over through the binary encoding, at many cuts of the fleet, changes no verdict;
+/// so does one through JSON (the format older instances hand over).
+#[test]
+fn a_hand_over_through_either_encoding_changes_no_verdict() {
+    let events = fleet();
+    for cut in (0..=events.len()).step_by(events.len() / 9) {
+        let (whole, handed) = hand_over_through(&events, cut, |e, id| e.snapshot(id).unwrap());
+        assert_eq!(whole, handed, "binary, cut {cut}");
+        let (whole, handed) = hand_over_through(&events, cut, |e, id| e.snapshot_json(id).unwrap());
+        assert_eq!(whole, handed, "JSON, cut {cut}");
+    }
+}
+
+/// The target of issue 19: a checkpointed session at most 25 % of its JSON bytes, over
+/// the fleet's sessions mid-run (tool calls, reasoning and content tails).
+#[test]
+fn binary_states_are_at_most_a_quarter_of_json() {
+    let events = loopguard::fleet::fleet(90, "size-", 1_767_225_600_000, 250, 3);
+    let mut e = engine();
+    let mut out = Vec::new();
+    let (mut json, mut binary) = (0, 0);
+    for chunk in events.chunks(events.len() / 5 + 1) {
+        run(&mut e, chunk, &mut out);
+        for id in e.session_ids() {
+            json += e.snapshot_json(&id).unwrap().len();
+            binary += e.snapshot(&id).unwrap().len();
+        }
+    }
+    assert!(binary * 4 <= json, "binary {binary} bytes, JSON {json}");
+}
+
+/// The binary layout of the state types, pinned: the JSON key paths of the fleet's states
+/// (what fields exist, not their values). A changed field changes them; then bump
+/// `snapshot::LAYOUT` (a record of the old layout is refused rather than misread) and pin
+/// the new fingerprint here.
+#[test]
+fn the_state_layout_is_pinned() {
+    fn paths(v: &serde_json::Value, at: &str, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let p = format!("{at}.{k}");
+                    out.insert(p.clone());
+                    paths(v, &p, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| paths(v, &format!("{at}[]"), out)),
+            _ => {}
+        }
+    }
+    let events = fleet();
+    let mut e = engine();
+    let mut out = Vec::new();
+    let mut keys = BTreeSet::new();
+    for chunk in events.chunks(events.len() / 7 + 1) {
+        run(&mut e, chunk, &mut out);
+        for id in e.session_ids() {
+            let v: serde_json::Value =
+                serde_json::from_slice(&e.snapshot_json(&id).unwrap()).unwrap();
+            paths(&v, "", &mut keys);
+        }
+    }
+    let listing = keys.into_iter().collect::<Vec<_>>().join("\n");
+    let fingerprint = xxhash_rust::xxh3::xxh3_64(listing.as_bytes());
+    assert_eq!(
+        (snapshot::LAYOUT, fingerprint),
+        (1, PINNED_FINGERPRINT),
+        "the state's fields changed: bump snapshot::LAYOUT and pin {fingerprint:#x}; key paths:\n{listing}"
+    );
+}
+
+const PINNED_FINGERPRINT: u64 = 0xb625_aaa2_38e5_5ac0;
+
+#[test]
+fn broken_records_are_refused_by_name() {
+    let mut e = engine();
+    let mut out = Vec::new();
+    run(&mut e, &fleet()[..400], &mut out);
+    let id = e.session_ids().pop().unwrap();
+    let good = e.snapshot(&id).unwrap();
+    assert!(matches!(snapshot::decode(&[]), Err(StateError::Empty)));
+    assert!(matches!(
+        snapshot::decode(&[7, 1]),
+        Err(StateError::UnknownFormat(7))
+    ));
+    let mut other_layout = good.clone();
+    other_layout[1] = other_layout[1].wrapping_add(1);
+    assert!(matches!(
+        snapshot::decode(&other_layout),
+        Err(StateError::Layout { .. })
+    ));
+    let mut trailing = good.clone();
+    if good[0] == FORMAT_BINARY {
+        trailing.push(0);
+        assert!(matches!(
+            snapshot::decode(&trailing),
+            Err(StateError::Binary(_))
+        ));
+    }
+    assert!(e.restore("x", b"{\"tenant\": 3}").is_err());
+}
+
+/// States of a fleet mid-run, encoded: what the damage property alters.
+fn some_states() -> &'static [Vec<u8>] {
+    static STATES: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    STATES.get_or_init(|| {
+        let events = loopguard::fleet::fleet(40, "dmg-", 1_767_225_600_000, 250, 11);
+        let mut e = engine();
+        let mut out = Vec::new();
+        run(&mut e, &events[..events.len() / 2], &mut out);
+        e.session_ids()
+            .iter()
+            .map(|id| e.snapshot(id).unwrap())
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Truncated or altered records of real states decode to an error or to some state,
+    /// never a panic.
+    #[test]
+    fn damaged_records_never_panic(
+        session in any::<prop::sample::Index>(),
+        cut in any::<prop::sample::Index>(),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+    ) {
+        let states = some_states();
+        let mut bytes = states[session.index(states.len())].clone();
+        for (at, b) in flips {
+            let i = at.index(bytes.len());
+            bytes[i] ^= b;
+        }
+        let keep = cut.index(bytes.len() + 1);
+        let _ = snapshot::decode(&bytes[..keep]);
+    }
+}
