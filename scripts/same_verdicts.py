@@ -2,7 +2,10 @@
 """Do two loopguard builds give the same verdicts? For engine changes meant to change
 nothing but cost (docs/benchmarks.md): replays one corpus with both binaries, with the
 default policy and with `engine.hot_text_sessions = 2` (text tables freed and rebuilt at
-almost every response end), and compares the verdicts byte for byte, `emitted_at` aside.
+almost every response end), and compares the verdicts byte for byte, `emitted_at` aside;
+then the old build's default verdicts against the new build with
+`engine.freeze_idle_secs = 0` (every idle session frozen and thawed at each sweep), when
+the new build has that setting.
 
 The corpus: the golden fixtures, the real agent traces, examples/fleet.events.jsonl, a
 fleet dump (`loadgen dump`, 200,000 events) and a text stress file made here from the real
@@ -104,6 +107,13 @@ def main():
         cold = os.path.join(tmp, "cold.toml")
         with open(cold, "w") as f:
             f.write("[engine]\nhot_text_sessions = 2\n")
+        frozen = os.path.join(tmp, "frozen.toml")
+        with open(frozen, "w") as f:
+            f.write("[engine]\nfreeze_idle_secs = 0\n")
+        pairs = [(None, None, ""), (cold, cold, " (cold)")]
+        with open(os.path.join(ROOT, "src", "config", "default.toml")) as f:
+            if "freeze_idle_secs" in f.read():
+                pairs.append((None, frozen, " (frozen at every sweep)"))
         files = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "*.events.jsonl")))
         files += sorted(glob.glob(os.path.join(REAL, "agent-traces", "*.jsonl")))
         files.append(os.path.join(ROOT, "examples", "fleet.events.jsonl"))
@@ -115,12 +125,12 @@ def main():
         files += [fleet, stress]
         differ, total = [], 0
         for path in files:
-            for config in (None, cold):
-                a, b = verdicts(old, path, config), verdicts(new, path, config)
+            for old_config, new_config, label in pairs:
+                a, b = verdicts(old, path, old_config), verdicts(new, path, new_config)
                 total += a.count("\n")
                 if a != b:
-                    differ.append(f"{os.path.basename(path)}{' (cold)' if config else ''}")
-        print(f"{len(files)} files x 2 policies, {total} verdicts from the old build")
+                    differ.append(f"{os.path.basename(path)}{label}")
+        print(f"{len(files)} files x {len(pairs)} configurations, {total} verdicts from the old build")
         if differ:
             print("verdicts differ: " + ", ".join(differ))
             sys.exit(1)

@@ -3,7 +3,9 @@
 //!
 //! Two figures per state: the engine's own estimate (`Engine::session_bytes`) and the heap
 //! really held, counted by a global allocator wrapper over 200 sessions in that state
-//! (their key, slot and every allocation; the policy is shared).
+//! (their key, slot and every allocation; the policy is shared); for the idle states also
+//! once the engine has frozen them (an event of another session ten minutes later makes it
+//! sweep); and the hand-over record's size, binary and the JSON of earlier versions.
 
 #[allow(dead_code)]
 #[path = "../benches/workloads/mod.rs"]
@@ -144,9 +146,10 @@ const SESSIONS: usize = 200;
 /// A named way to bring a session into a state.
 type State<'a> = (&'static str, Box<dyn Fn(&mut Feed) + 'a>);
 
-/// Builds `SESSIONS` sessions in one state, `hot` of them keeping their text lookup tables;
-/// returns (estimate, real heap, snapshot) per session.
-fn measure(state: &dyn Fn(&mut Feed), hot: usize) -> (usize, usize, usize) {
+/// Builds `SESSIONS` sessions in one state, `hot` of them keeping their text lookup tables,
+/// then frozen if `freeze`; returns (estimate, real heap, binary and JSON snapshots) per
+/// session.
+fn measure(state: &dyn Fn(&mut Feed), hot: usize, freeze: bool) -> [usize; 4] {
     let feeds: Vec<Feed> = (0..SESSIONS)
         .map(|i| {
             let mut f = Feed::new(format!("session-{i:06}"));
@@ -176,18 +179,32 @@ fn measure(state: &dyn Fn(&mut Feed), hot: usize) -> (usize, usize, usize) {
         engine.handle_event(e.clone(), &mut out);
         out.clear();
     }
+    if freeze {
+        let mut tick = Feed::new("tick".into());
+        tick.n = 30_000;
+        tick.push(Body::Compaction);
+        engine.handle_event(tick.events.pop().unwrap(), &mut out);
+        engine.forget("tick");
+        assert_eq!(engine.frozen_count(), SESSIONS);
+    }
     let real = (LIVE.load(Ordering::Relaxed) - before) as usize / SESSIONS;
     let estimate = ids
         .iter()
         .map(|id| engine.session_bytes(id).expect("kept"))
         .sum::<usize>()
         / SESSIONS;
-    let snapshot = ids
-        .iter()
-        .map(|id| engine.snapshot(id).expect("kept").len())
-        .sum::<usize>()
-        / SESSIONS;
-    (estimate, real, snapshot)
+    let snapshot = |f: &dyn Fn(&str) -> Option<Vec<u8>>| {
+        ids.iter()
+            .map(|id| f(id).expect("kept").len())
+            .sum::<usize>()
+            / SESSIONS
+    };
+    [
+        estimate,
+        real,
+        snapshot(&|id| engine.snapshot(id)),
+        snapshot(&|id| engine.snapshot_json(id)),
+    ]
 }
 
 #[test]
@@ -225,12 +242,22 @@ fn bytes_per_session() {
             }),
         ),
     ];
-    println!("| state | text tables | session_bytes | real heap | JSON snapshot |");
-    println!("|---|---|---:|---:|---:|");
+    println!(
+        "| state | text tables | session_bytes | real heap | binary snapshot | JSON snapshot |"
+    );
+    println!("|---|---|---:|---:|---:|---:|");
     for (name, state) in &states {
-        for (tables, hot) in [("kept (hot)", SESSIONS), ("freed (cold)", 0)] {
-            let (estimate, real, snapshot) = measure(state.as_ref(), hot);
-            println!("| {name} | {tables} | {estimate} | {real} | {snapshot} |");
+        let idle = name.starts_with("idle");
+        for (tables, hot, freeze) in [
+            ("kept (hot)", SESSIONS, false),
+            ("freed (cold)", 0, false),
+            ("frozen (idle 60 s)", 0, true),
+        ] {
+            if freeze && !idle {
+                continue;
+            }
+            let [estimate, real, binary, json] = measure(state.as_ref(), hot, freeze);
+            println!("| {name} | {tables} | {estimate} | {real} | {binary} | {json} |");
         }
     }
 }

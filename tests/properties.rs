@@ -72,13 +72,15 @@ fn policies() -> PolicySet {
 }
 
 /// Small limits: a 15-minute TTL, 3 sessions, 256-byte texts, 8 remembered ids, text tables
-/// kept for one session only (every other text session rebuilds them).
+/// kept for one session only (every other text session rebuilds them), every session not
+/// in the latest event frozen at each sweep (and thawed by its next event).
 const SMALL: Limits = Limits {
     session_ttl_ms: 900_000,
     max_sessions: 3,
     max_text_bytes: 256,
     dedup_ids: 8,
     hot_text_sessions: 1,
+    freeze_idle_ms: 0,
 };
 
 fn limits(small: bool) -> Limits {
@@ -440,6 +442,26 @@ proptest! {
             after.handle_event(e.clone(), &mut out);
         }
         prop_assert_eq!(to_json(&whole), to_json(&out));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Freezing idle sessions (at every sweep, whatever their idle time) and thawing them
+    /// at their next event gives the verdicts of an engine that never freezes.
+    #[test]
+    fn freezing_idle_sessions_changes_no_verdict(events in events(120), small in any::<bool>()) {
+        let run = |freeze_idle_ms| {
+            let limits = Limits { freeze_idle_ms, ..limits(small) };
+            let mut engine = Engine::new(policies(), limits);
+            let mut out = Vec::new();
+            for e in &events {
+                engine.handle_event(e.clone(), &mut out);
+            }
+            out
+        };
+        prop_assert_eq!(to_json(&run(i64::MAX)), to_json(&run(0)));
     }
 }
 

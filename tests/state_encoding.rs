@@ -141,6 +141,34 @@ fn a_hand_over_through_either_encoding_changes_no_verdict() {
     }
 }
 
+/// An engine that freezes every session idle at a sweep judges the fleet as one that never
+/// freezes, and hands over the same bytes for every session at every point.
+#[test]
+fn frozen_sessions_judge_and_hand_over_as_live_ones() {
+    let events = fleet();
+    let limits = |freeze_idle_ms| Limits {
+        freeze_idle_ms,
+        ..Limits::default()
+    };
+    let mut live = Engine::new(PolicySet::default(), limits(i64::MAX));
+    let mut frozen = Engine::new(PolicySet::default(), limits(0));
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut seen_frozen = 0;
+    for chunk in events.chunks(97) {
+        run(&mut live, chunk, &mut a);
+        run(&mut frozen, chunk, &mut b);
+        assert_eq!(live.session_ids(), frozen.session_ids());
+        for id in live.session_ids() {
+            assert_eq!(live.snapshot(&id), frozen.snapshot(&id), "{id}");
+        }
+        assert_eq!(live.frozen_count(), 0);
+        seen_frozen += frozen.frozen_count();
+    }
+    assert!(seen_frozen > 40, "{seen_frozen} frozen sessions seen");
+    assert!(a.len() > 20);
+    assert_eq!(to_json(&a), to_json(&b));
+}
+
 /// The target of issue 19: a checkpointed session at most 25 % of its JSON bytes, over
 /// the fleet's sessions mid-run (tool calls, reasoning and content tails).
 #[test]

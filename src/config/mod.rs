@@ -98,6 +98,7 @@ pub struct EngineConfig {
     pub max_text_bytes: NonZeroUsize,
     pub dedup_ids: NonZeroUsize,
     pub hot_text_sessions: NonZeroUsize,
+    pub freeze_idle_secs: u64,
 }
 
 impl EngineConfig {
@@ -108,6 +109,9 @@ impl EngineConfig {
             max_text_bytes: self.max_text_bytes.get(),
             dedup_ids: self.dedup_ids.get(),
             hot_text_sessions: self.hot_text_sessions.get(),
+            freeze_idle_ms: i64::try_from(self.freeze_idle_secs)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(1000),
         }
     }
 }

@@ -13,6 +13,7 @@ mod real_traces;
 pub mod rules;
 pub mod shell;
 pub mod shell_words;
+mod slot;
 pub mod snapshot;
 pub mod spend;
 pub mod stats;
@@ -20,11 +21,11 @@ pub mod text;
 pub mod verdict;
 
 use event::{Body, Event, EVENT_TYPES};
-use policy::{Policy, PolicySet};
+use policy::PolicySet;
 use rules::{SessionState, SessionSummary};
+use slot::Slot;
 pub use stats::EngineStats;
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
 use verdict::Verdict;
 
 /// Bounds on what the engine keeps.
@@ -42,6 +43,10 @@ pub struct Limits {
     /// recently active ones); the others free them when a response ends, keep only their
     /// text, and rebuild the tables from it when they stream again.
     pub hot_text_sessions: usize,
+    /// A session with no event for this long (event time) is kept frozen, in the binary
+    /// hand-over encoding, until its next event; looked at when the engine sweeps (once a
+    /// minute of event time). `i64::MAX` never freezes.
+    pub freeze_idle_ms: i64,
 }
 
 impl Default for Limits {
@@ -52,6 +57,7 @@ impl Default for Limits {
             max_text_bytes: 256 * 1024,
             dedup_ids: 64,
             hot_text_sessions: 64,
+            freeze_idle_ms: 60_000,
         }
     }
 }
@@ -65,20 +71,15 @@ pub enum Handled {
     SessionEnded,
 }
 
-struct Slot {
-    state: SessionState,
-    policy: Arc<Policy>,
-}
-
 /// The engine for one set of sessions (the service runs one per partition).
 pub struct Engine {
     policies: PolicySet,
     limits: Limits,
     /// Keyed with xxh3 (fixed seed): fast, and nothing depends on the iteration order.
-    /// Boxed slots: when the table grows, it moves a pointer per session, not ~900 bytes
-    /// (a growth at 3,000 sessions stalled the event that caused it ~1.5 ms; at 100,000 it
-    /// would be ~50 ms).
-    sessions: HashMap<String, Box<Slot>, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
+    /// A slot is a few words (its live state is boxed): when the table grows, it moves
+    /// those, not ~900 bytes a session (a growth at 3,000 sessions stalled the event that
+    /// caused it ~1.5 ms; at 100,000 it would be ~50 ms).
+    sessions: HashMap<String, Slot, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
     watermark: i64,
     last_sweep: i64,
     stats: EngineStats,
@@ -209,6 +210,11 @@ impl Engine {
         self.sessions.len()
     }
 
+    /// Sessions kept frozen (idle; a walk over every session: for tests and benchmarks).
+    pub fn frozen_count(&self) -> usize {
+        self.sessions.values().filter(|s| s.is_frozen()).count()
+    }
+
     /// Handles one event, appending its verdicts to `out` in a fixed order.
     pub fn handle_event(&mut self, mut event: Event, out: &mut Vec<Verdict>) -> Handled {
         if let Body::Unknown { .. } = event.body {
@@ -238,7 +244,7 @@ impl Engine {
         }
         let ttl = self.limits.session_ttl_ms;
         let known = match self.sessions.get(id) {
-            Some(slot) if ts.saturating_sub(slot.state.last_ms) > ttl => {
+            Some(slot) if ts.saturating_sub(slot.last_ms()) > ttl => {
                 self.sessions.remove(id);
                 self.stats.evicted_ttl += 1;
                 false
@@ -253,29 +259,27 @@ impl Engine {
                 .resolve(m.tenant.as_deref(), m.agent.as_deref());
             let state = SessionState::new(m.tenant.clone(), m.agent.clone());
             self.sessions
-                .insert(id.to_string(), Box::new(Slot { state, policy }));
+                .insert(id.to_string(), Slot::new(state, policy));
         }
         let slot = self.sessions.get_mut(id).expect("inserted above");
-        if slot
-            .state
-            .seen_before(&event.meta.event_id, self.limits.dedup_ids)
-        {
+        let (policy, state) = slot.thaw();
+        if state.seen_before(&event.meta.event_id, self.limits.dedup_ids) {
             self.stats.duplicates += 1;
             return Handled::Duplicate;
         }
         self.stats.events_by_type[kind] += 1;
         if event.meta.model.is_some() {
-            slot.state.model = event.meta.model.clone();
+            state.model = event.meta.model.clone();
         }
         let before = out.len();
         let mut cx = emit::Cx {
-            policy: &slot.policy,
+            policy,
             policy_version: self.policies.version(),
             meta: &event.meta,
             turn_id: event.body.turn_id(),
             out,
         };
-        let report = slot.state.step(&event, &mut cx);
+        let report = state.step(&event, &mut cx);
         self.stats.escalations_given_up += u64::from(report.gave_up);
         if let Some(out) = self.spending.as_mut().filter(|_| !report.spent.is_empty()) {
             out.extend(labelled(&slot.state, report.spent));
@@ -324,8 +328,8 @@ impl Engine {
         if self.hot_text.contains(&h) {
             return;
         }
-        if let Some(slot) = self.sessions.get_mut(id) {
-            slot.state.compact_text();
+        if let Some(state) = self.sessions.get_mut(id).and_then(Slot::live) {
+            state.compact_text();
         }
     }
 
@@ -356,12 +360,16 @@ impl Engine {
         if boundary > self.last_sweep {
             self.last_sweep = boundary;
             let horizon = self.watermark.saturating_sub(self.limits.session_ttl_ms);
-            let mut idle: Vec<String> = self
-                .sessions
-                .iter()
-                .filter(|(_, s)| s.state.last_ms < horizon)
-                .map(|(k, _)| k.clone())
-                .collect();
+            let freeze = self.watermark.saturating_sub(self.limits.freeze_idle_ms);
+            let mut idle: Vec<String> = Vec::new();
+            for (id, slot) in self.sessions.iter_mut() {
+                let last = slot.last_ms();
+                if last < horizon {
+                    idle.push(id.clone());
+                } else if last < freeze {
+                    slot.freeze();
+                }
+            }
             idle.sort();
             for id in idle {
                 self.sessions.remove(&id);
@@ -377,7 +385,7 @@ impl Engine {
             let mut by_age: Vec<(i64, String)> = self
                 .sessions
                 .iter()
-                .map(|(k, s)| (s.state.last_ms, k.clone()))
+                .map(|(k, s)| (s.last_ms(), k.clone()))
                 .collect();
             by_age.sort();
             for (_, id) in by_age.into_iter().take(batch) {
@@ -405,9 +413,7 @@ impl Engine {
 
     /// The session's state, encoded for hand-over (`snapshot::encode`).
     pub fn snapshot(&self, session_id: &str) -> Option<Vec<u8>> {
-        self.sessions
-            .get(session_id)
-            .map(|s| snapshot::encode(&s.state))
+        self.sessions.get(session_id).map(Slot::encoded)
     }
 
     /// The session's state as JSON, the hand-over format before issue 19 (for the
@@ -415,7 +421,7 @@ impl Engine {
     pub fn snapshot_json(&self, session_id: &str) -> Option<Vec<u8>> {
         self.sessions
             .get(session_id)
-            .map(|s| snapshot::encode_json(&s.state))
+            .map(|s| s.view(snapshot::encode_json))
     }
 
     pub fn clock(&self) -> Clock {
@@ -444,7 +450,7 @@ impl Engine {
             .policies
             .resolve(state.tenant.as_deref(), state.agent.as_deref());
         self.sessions
-            .insert(session_id.to_string(), Box::new(Slot { state, policy }));
+            .insert(session_id.to_string(), Slot::new(state, policy));
         Ok(())
     }
 
@@ -453,7 +459,9 @@ impl Engine {
     }
 
     pub fn summary(&self, session_id: &str) -> Option<SessionSummary> {
-        self.sessions.get(session_id).map(|s| s.state.summary())
+        self.sessions
+            .get(session_id)
+            .map(|s| s.view(SessionState::summary))
     }
 
     /// Session ids in sorted order.
@@ -467,6 +475,6 @@ impl Engine {
     pub fn session_bytes(&self, session_id: &str) -> Option<usize> {
         self.sessions
             .get(session_id)
-            .map(|s| s.state.heap_bytes() + session_id.len() + 64)
+            .map(|s| s.heap_bytes() + session_id.len() + std::mem::size_of::<Slot>() + 24)
     }
 }

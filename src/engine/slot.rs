@@ -1,0 +1,102 @@
+//! One session as the engine keeps it: live (its detector state in memory), or frozen
+//! while idle (its state in the binary hand-over encoding, a few hundred bytes to a few
+//! KB), thawed by its next event. Freezing and thawing are a hand-over to oneself: the
+//! property and golden tests that hold a hand-over to its verdicts hold this too. Pure.
+
+use super::policy::Policy;
+use super::rules::SessionState;
+use super::snapshot;
+use std::sync::Arc;
+
+pub(super) struct Slot {
+    pub policy: Arc<Policy>,
+    session: Session,
+}
+
+enum Session {
+    /// Boxed: a frozen slot is a few words, not the ~900 bytes of the state.
+    Live(Box<SessionState>),
+    Frozen {
+        last_ms: i64,
+        bytes: Box<[u8]>,
+    },
+}
+
+impl Slot {
+    pub fn new(state: SessionState, policy: Arc<Policy>) -> Self {
+        Slot {
+            policy,
+            session: Session::Live(Box::new(state)),
+        }
+    }
+
+    /// Event time of the session's last event.
+    pub fn last_ms(&self) -> i64 {
+        match &self.session {
+            Session::Live(state) => state.last_ms,
+            Session::Frozen { last_ms, .. } => *last_ms,
+        }
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        matches!(self.session, Session::Frozen { .. })
+    }
+
+    /// The policy and the live state, thawed first if frozen (as a restore does: the
+    /// text detectors' tables are rebuilt at their next chunk).
+    pub fn thaw(&mut self) -> (&Arc<Policy>, &mut SessionState) {
+        if let Session::Frozen { bytes, .. } = &self.session {
+            let mut state =
+                snapshot::decode(bytes).expect("a state this engine froze decodes again");
+            state.rebuild();
+            self.session = Session::Live(Box::new(state));
+        }
+        match &mut self.session {
+            Session::Live(state) => (&self.policy, state),
+            Session::Frozen { .. } => unreachable!("thawed above"),
+        }
+    }
+
+    /// The live state, if not frozen.
+    pub fn live(&mut self) -> Option<&mut SessionState> {
+        match &mut self.session {
+            Session::Live(state) => Some(state),
+            Session::Frozen { .. } => None,
+        }
+    }
+
+    /// Keeps the session encoded until its next event.
+    pub fn freeze(&mut self) {
+        if let Session::Live(state) = &self.session {
+            let bytes = snapshot::encode(state).into_boxed_slice();
+            let last_ms = state.last_ms;
+            self.session = Session::Frozen { last_ms, bytes };
+        }
+    }
+
+    /// The session's state in the hand-over encoding (a frozen one is already).
+    pub fn encoded(&self) -> Vec<u8> {
+        match &self.session {
+            Session::Live(state) => snapshot::encode(state),
+            Session::Frozen { bytes, .. } => bytes.to_vec(),
+        }
+    }
+
+    /// The state, decoded if frozen (for the views that read without changing it).
+    pub fn view<T>(&self, f: impl FnOnce(&SessionState) -> T) -> T {
+        match &self.session {
+            Session::Live(state) => f(state),
+            Session::Frozen { bytes, .. } => {
+                f(&snapshot::decode(bytes).expect("a state this engine froze decodes again"))
+            }
+        }
+    }
+
+    /// Approximate heap bytes held by the slot's state.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.session {
+            Session::Live(state) => state.heap_bytes(),
+            Session::Frozen { bytes, .. } => bytes.len(),
+        }
+    }
+}
