@@ -8,17 +8,27 @@
 # and their medians are printed (the machine is shared and noisy: one round is not a
 # figure). Fresh topics per round; they are left on the broker (names printed).
 #
+# Costs, as CPU time per event from /proc (ratios within one run: the machine is shared):
+# the guard's threads during its drain against `loopguard replay`'s process; the broker's
+# during the guard's preload and drain, less a preload alone, against a plain consumer's
+# drain; the broker's cores over IDLE seconds with the guard idle and with no guard; the
+# bytes per session state a checkpoint wrote (the guard's "batch committed" lines); and
+# the memory per idle session: `loopguard replay`'s peak RSS over two files of idle
+# sessions (examples/idle_sessions.rs), short ones and ones after a ~20 KB response.
+#
 #   scripts/service-bench.sh [BIN]
 # Env: KAFKA_BOOTSTRAP_SERVERS (127.0.0.1:19092), EVENTS (200000), SESSIONS (3000),
 #      PARTITIONS (4), ROUNDS (3), RATE (1000), DURATION (20 s; 0 skips the latency runs),
-#      ADMIN_PORT (19464), and any LOOPGUARD__KAFKA__* setting for the guard
-#      (e.g. LOOPGUARD__KAFKA__THREADS=2).
+#      ADMIN_PORT (19464), IDLE (20 s; 0 skips the idle broker figure), IDLE_GEN
+#      (target/release/examples/idle_sessions; absent: no memory figures), and any
+#      LOOPGUARD__KAFKA__* setting for the guard (e.g. LOOPGUARD__KAFKA__THREADS=2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=${1:-target/release/loopguard}
 export KAFKA_BOOTSTRAP_SERVERS=${KAFKA_BOOTSTRAP_SERVERS:-127.0.0.1:19092}
 EVENTS=${EVENTS:-200000} SESSIONS=${SESSIONS:-3000} PARTITIONS=${PARTITIONS:-4}
 ROUNDS=${ROUNDS:-3} RATE=${RATE:-1000} DURATION=${DURATION:-20} ADMIN_PORT=${ADMIN_PORT:-19464}
+IDLE=${IDLE:-20} IDLE_GEN=${IDLE_GEN:-target/release/examples/idle_sessions}
 run=bench-$(date +%s)-$$
 work=build/bench/$run
 mkdir -p "$work"
@@ -30,12 +40,21 @@ trap '[ -n "$guard" ] && kill $guard 2>/dev/null || true' EXIT
 . scripts/lib/bench_topics.sh
 lg() { "$BIN" loadgen --events-topic "$tag-events" --verdicts-topic "$tag-verdicts" "$@"; }
 
+# CPU time (user + system) of a process so far, in microseconds.
+tck=$(getconf CLK_TCK)
+cpu_us() { awk -v t="$tck" '{ printf "%d\n", ($14 + $15) * 1000000 / t }' "/proc/$1/stat"; }
+# The broker: the Java process listening on the bootstrap port.
+port=${KAFKA_BOOTSTRAP_SERVERS##*:}
+broker=$(cat "build/kafka/run-$port/kafka.pid" 2>/dev/null || true)
+[ -n "$broker" ] && [ -r "/proc/$broker/stat" ] || { say "no broker pid in build/kafka/run-$port/kafka.pid"; exit 1; }
+
 # Starts the guard on the current topics and waits until it is ready: every stream
 # thread in the group with its partitions restored. Ready alone can be the first thread
 # holding all the partitions before the second has joined (this broker runs with
-# group.initial.rebalance.delay.ms=0); the load would then land on a hand-over.
+# group.initial.rebalance.delay.ms=0); the load would then land on a hand-over. Its
+# commits are logged (debug) for the checkpoint sizes.
 start_guard() {
-  "$BIN" serve >"$work/$tag.serve.log" 2>&1 &
+  RUST_LOG=${RUST_LOG:-info,rdkafka=warn,loopguard::service::worker::commit=debug} "$BIN" serve >"$work/$tag.serve.log" 2>&1 &
   guard=$!
   local threads=${LOOPGUARD__KAFKA__THREADS:-$(nproc)}
   [ "$threads" -gt "$PARTITIONS" ] && threads=$PARTITIONS
@@ -66,26 +85,72 @@ if [ "$DURATION" != 0 ]; then
 fi
 
 rounds=()
+idle_with=0 idle_without=0
 for r in $(seq "$ROUNDS"); do
   use_topics "$run-r$r"
   start=$(date +%s.%N)
-  "$BIN" replay "$work/fleet.jsonl" >/dev/null 2>&1
+  /usr/bin/time -f "%U %S" -o "$work/replay.time" "$BIN" replay "$work/fleet.jsonl" >/dev/null 2>&1
   replay_s=$(echo "$(date +%s.%N) - $start" | bc)
+  replay_cpu=$(awk '{ printf "%d", ($1 + $2) * 1000000 }' "$work/replay.time")
   start_guard
+  g0=$(cpu_us "$guard") b0=$(cpu_us "$broker")
   lg preload --file "$work/fleet.jsonl" >&2
   drain=$(lg drain --group "$tag" | tee /dev/stderr | rate_of)
+  guard_cpu=$(($(cpu_us "$guard") - g0)) broker_guard=$(($(cpu_us "$broker") - b0))
+  if [ "$r" = 1 ] && [ "$IDLE" != 0 ]; then
+    # The broker's cores with the guard idle, then with no guard, after a settling pause.
+    sleep 5; b0=$(cpu_us "$broker"); sleep "$IDLE"; idle_with=$(($(cpu_us "$broker") - b0))
+  fi
   stop_guard
+  if [ "$r" = 1 ] && [ "$IDLE" != 0 ]; then
+    sleep 5; b0=$(cpu_us "$broker"); sleep "$IDLE"; idle_without=$(($(cpu_us "$broker") - b0))
+  fi
+  b0=$(cpu_us "$broker")
   raw=$(lg raw-consume | tee /dev/stderr | rate_of)
-  rounds+=("$replay_s $drain $raw")
+  broker_raw=$(($(cpu_us "$broker") - b0))
+  # The preload's own share of the broker's work during the guard's drain.
+  use_topics "$run-r$r-preload"
+  b0=$(cpu_us "$broker")
+  lg preload --file "$work/fleet.jsonl" >&2
+  broker_preload=$(($(cpu_us "$broker") - b0))
+  rounds+=("$replay_s $drain $raw $replay_cpu $guard_cpu $broker_guard $broker_preload $broker_raw")
   say "round $r: replay $replay_s s, drain $drain events/s, raw $raw events/s; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
-python3 - "$EVENTS" "$lc" "$lu" "${rounds[@]}" <<'EOF'
+# Bytes per checkpointed session state: every "batch committed" line of the drains.
+states=$(cat "$work"/*-r[0-9]*.serve.log | sed -n 's/.*states=\([0-9]*\) state_bytes=\([0-9]*\).*/\1 \2/p' |
+  awk '{ n += $1; b += $2 } END { printf "%d %d", n, b }')
+
+# Memory per idle session: peak RSS of replay over two counts of each kind of session.
+memory=""
+if [ -x "$IDLE_GEN" ]; then
+  for spec in "short 20000 120000" "long 500 3000"; do
+    set -- $spec
+    for n in "$2" "$3"; do
+      "$IDLE_GEN" "$1" "$n" >"$work/idle-$1-$n.jsonl"
+      /usr/bin/time -f "%M" -o "$work/idle.rss" "$BIN" replay "$work/idle-$1-$n.jsonl" >/dev/null 2>&1
+      memory+="$1 $n $(cat "$work/idle.rss");"
+      rm "$work/idle-$1-$n.jsonl"
+    done
+  done
+fi
+
+python3 - "$EVENTS" "$lc" "$lu" "$IDLE" "$idle_with $idle_without" "$states" "$memory" "${rounds[@]}" <<'EOF'
 import statistics, sys
 events, lc, lu = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-rows = []
-for i, r in enumerate(sys.argv[4:], 1):
-    replay_s, drain, raw = r.split()
+idle_s, (idle_with, idle_without) = int(sys.argv[4]), map(int, sys.argv[5].split())
+state_records, state_bytes = map(int, sys.argv[6].split())
+memory = [m.split() for m in sys.argv[7].split(";") if m]
+rows, costs = [], []
+for i, r in enumerate(sys.argv[8:], 1):
+    replay_s, drain, raw, *cpu = r.split()
+    replay_cpu, guard_cpu, broker_guard, broker_preload, broker_raw = map(int, cpu)
+    costs.append((replay_cpu / events, guard_cpu / events,
+                  max(broker_guard - broker_preload, 0) / events, broker_raw / events))
+    c = costs[-1]
+    print(f"round {i}: CPU us/event: replay {c[0]:.1f}, guard {c[1]:.1f} ({c[1] / c[0]:.2f}x replay); "
+          f"broker during the guard's drain {c[2]:.1f} (preload's {broker_preload / events:.1f} taken out), "
+          f"during a plain consumer's {c[3]:.1f} ({c[2] / max(c[3], 0.01):.2f}x)")
     replay = events / float(replay_s)
     drain, raw = float(drain), float(raw)
     rows.append((replay, drain, raw))
@@ -96,5 +161,19 @@ print(f"median raw consume (read_committed): {med([r[2] for r in rows]):,.0f} ev
 print(f"median guard drain: {med([r[1] for r in rows]):,.0f} events/s; drain/replay median {med([r[1] / r[0] for r in rows]):.2f}x (rounds {', '.join(f'{r[1] / r[0]:.2f}' for r in rows)}), drain/raw median {med([r[1] / r[2] for r in rows]):.3f}x")
 print(f"read_committed:   {lc}")
 print(f"read_uncommitted: {lu}")
+m = [statistics.median(c[k] for c in costs) for k in range(4)]
+print(f"median CPU us/event: replay {m[0]:.1f}, guard {m[1]:.1f} = {m[1] / m[0]:.2f}x replay (target <= 1.2x); "
+      f"broker {m[2]:.1f} during the guard's drain, {m[3]:.1f} during a plain consumer's = {m[2] / max(m[3], 0.01):.2f}x (target <= 3x)")
+if idle_s:
+    w, wo = idle_with / 1e6 / idle_s, idle_without / 1e6 / idle_s
+    print(f"broker cores over {idle_s} s: {w:.3f} with the guard idle, {wo:.3f} without; the idle guard adds {w - wo:.3f} (target <= 0.05)")
+if state_records:
+    print(f"checkpointed session states: {state_records} records, {state_bytes / state_records:,.0f} bytes each")
+for kind in ("short", "long"):
+    pts = [(int(n), int(kb)) for k, n, kb in memory if k == kind]
+    if len(pts) == 2:
+        (n1, kb1), (n2, kb2) = pts
+        print(f"idle {kind} sessions: peak RSS {kb1:,} KB at {n1:,}, {kb2:,} KB at {n2:,}: {(kb2 - kb1) * 1024 / (n2 - n1):,.0f} bytes per session"
+              + (" (target <= 1 KB)" if kind == "short" else " (target <= 8 KB)"))
 EOF
 say "logs in $work; load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -28,8 +28,12 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Owned partitions and their status.
     pub partitions: DashMap<i32, PartitionStatus>,
-    /// Summaries of owned sessions, refreshed at each commit.
+    /// Summaries of owned sessions, refreshed at each commit; kept only while the debug
+    /// view that shows them is on (`debug_token`): a summary per session touched per
+    /// commit was a few percent of the guard's work (docs/benchmarks.md, issue 19).
     pub sessions: DashMap<String, (i32, SessionSummary)>,
+    /// Sessions held per owned partition, refreshed at each commit.
+    pub session_counts: DashMap<i32, usize>,
     /// Set once every stream thread's consumer has joined the group.
     pub joined: AtomicBool,
     /// Stream threads that have not joined the group yet.
@@ -45,6 +49,7 @@ impl Shared {
             metrics,
             partitions: DashMap::new(),
             sessions: DashMap::new(),
+            session_counts: DashMap::new(),
             joined: AtomicBool::new(false),
             pending_joins: AtomicUsize::new(1),
             debug_token: (!debug_token.is_empty()).then(|| debug_token.to_string()),
@@ -75,9 +80,15 @@ impl Shared {
         }
     }
 
-    /// Sessions held by all stream threads (the summaries refreshed at each commit).
+    /// Sessions held by all stream threads (the counts refreshed at each commit).
     pub fn refresh_session_gauge(&self) {
-        self.metrics.active_sessions.set(self.sessions.len() as i64);
+        let held: usize = self.session_counts.iter().map(|c| *c.value()).sum();
+        self.metrics.active_sessions.set(held as i64);
+    }
+
+    /// True when the debug view of sessions is on, so their summaries are kept.
+    pub fn keeps_summaries(&self) -> bool {
+        self.debug_token.is_some()
     }
 
     pub fn refresh_ready(&self) {

@@ -213,6 +213,12 @@ impl Worker {
         let state_topic = self.cfg.kafka.state_topic.clone();
         for (&p, part) in self.parts.iter_mut() {
             let (touched, removed) = part.collect_changes();
+            self.shared
+                .session_counts
+                .insert(p, part.engine.session_count());
+            if !self.shared.keeps_summaries() {
+                continue;
+            }
             for id in touched {
                 if let Some(summary) = part.engine.summary(&id) {
                     self.shared.sessions.insert(id, (p, summary));

@@ -112,12 +112,15 @@ impl Worker {
         } = restored;
         self.shared.metrics.replayed_events.inc_by(replayed);
         // Every session now held: restored from the checkpoint or created by the re-run.
-        for id in engine.session_ids() {
-            if let Some(summary) = engine.summary(&id) {
-                self.shared.sessions.insert(id, (partition, summary));
+        if self.shared.keeps_summaries() {
+            for id in engine.session_ids() {
+                if let Some(summary) = engine.summary(&id) {
+                    self.shared.sessions.insert(id, (partition, summary));
+                }
             }
         }
         let sessions = engine.session_count();
+        self.shared.session_counts.insert(partition, sessions);
         let mut part = Part::new(engine, committed, replayed as usize);
         if let Some(change) = policy {
             part.policy_seq = change.seq;
@@ -169,6 +172,7 @@ impl Worker {
         self.retries.forget(partition);
         self.shared.partitions.remove(&partition);
         self.shared.sessions.retain(|_, (p, _)| *p != partition);
+        self.shared.session_counts.remove(&partition);
         self.update_session_gauge();
     }
 }
