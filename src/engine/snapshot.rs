@@ -55,18 +55,23 @@ pub enum StateError {
 
 /// The state in the current binary format.
 pub fn encode(state: &SessionState) -> Vec<u8> {
-    let body = postcard::to_allocvec(state).expect("a session state always serializes");
+    // After the header, in a buffer sized for a short session at once (not grown by
+    // doubling from empty).
+    let mut out = Vec::with_capacity(1024);
+    out.extend_from_slice(&[FORMAT_BINARY, LAYOUT]);
+    let mut out = postcard::to_extend(state, out).expect("a session state always serializes");
+    let body = &out[2..];
     if body.len() < COMPRESS_FROM {
-        let mut out = Vec::with_capacity(body.len() + 2);
-        out.extend_from_slice(&[FORMAT_BINARY, LAYOUT]);
-        out.extend_from_slice(&body);
         return out;
     }
-    let packed = lz4_flex::block::compress_prepend_size(&body);
-    let mut out = Vec::with_capacity(packed.len() + 2);
-    out.extend_from_slice(&[FORMAT_BINARY_LZ4, LAYOUT]);
-    out.extend_from_slice(&packed);
-    out
+    // The LZ4 block straight after the header and the uncompressed length.
+    let mut packed = vec![0u8; 6 + lz4_flex::block::get_maximum_output_size(body.len())];
+    packed[..2].copy_from_slice(&[FORMAT_BINARY_LZ4, LAYOUT]);
+    packed[2..6].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    let n = lz4_flex::block::compress_into(body, &mut packed[6..])
+        .expect("the output has room for the worst case");
+    packed.truncate(6 + n);
+    packed
 }
 
 /// The state as JSON, the format before issue 19 (for comparisons and old fixtures).

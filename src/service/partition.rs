@@ -3,7 +3,8 @@
 //! tombstones) and the checkpoint record to the state topic, inside the batch transaction
 //! that commits the same offset, so state and offsets always agree. Sessions are
 //! serialized ahead, at the commits where few changed, so that a checkpoint mostly sends
-//! what is ready rather than stalling its thread on serializing everything at once.
+//! what is ready rather than stalling its thread on serializing everything at once; each
+//! at most once between two checkpoints (then at the checkpoint if it changed again).
 
 use super::judged::Judged;
 use super::policy_record::PolicyChange;
@@ -24,8 +25,11 @@ pub struct Part {
     /// Sessions changed since the last checkpoint (by events, sweeps, evictions, re-runs).
     pending: BTreeSet<String>,
     /// State of pending sessions serialized ahead, each as it was at the end of the batch
-    /// that last changed it (dropped when a later batch changes it again).
-    ready: HashMap<String, Vec<u8>>,
+    /// that last changed it; `None` once a later batch changed it again: it is serialized
+    /// at the checkpoint, not ahead again (a session streaming through every batch was
+    /// serialized at every commit, the guard's largest cost beyond its engine at moderate
+    /// rates: docs/benchmarks.md, issue 19).
+    ready: HashMap<String, Option<Vec<u8>>>,
     ready_bytes: usize,
     events_since_checkpoint: usize,
     last_checkpoint: Instant,
@@ -131,7 +135,7 @@ impl Part {
         self.pending.extend(changes.touched.iter().cloned());
         self.pending.extend(changes.removed.iter().cloned());
         for id in changes.touched.iter().chain(&changes.removed) {
-            if let Some(stale) = self.ready.remove(id) {
+            if let Some(stale) = self.ready.get_mut(id).and_then(Option::take) {
                 self.ready_bytes -= stale.len();
             }
         }
@@ -141,9 +145,12 @@ impl Part {
                 if self.ready_bytes >= budget.min(AHEAD_BYTES) {
                     break;
                 }
+                if self.ready.contains_key(id) {
+                    continue;
+                }
                 if let Some(state) = self.engine.snapshot(id) {
                     self.ready_bytes += state.len();
-                    self.ready.insert(id.clone(), state);
+                    self.ready.insert(id.clone(), Some(state));
                 }
             }
         }
@@ -178,8 +185,8 @@ impl Part {
         let mut written = Written::default();
         for id in &self.pending {
             let mut snapshot = match self.ready.remove(id) {
-                Some(state) => Some(state),
-                None => self.engine.snapshot(id),
+                Some(Some(state)) => Some(state),
+                _ => self.engine.snapshot(id),
             };
             if snapshot
                 .as_ref()
@@ -235,7 +242,7 @@ mod tests {
     /// What a checkpoint sends for a session serialized ahead is what serializing it at the
     /// checkpoint would give: each ready state is the session's current one, batch after
     /// batch (sessions coming back, ending and expiring), and every pending session is
-    /// either ready or serialized then.
+    /// either ready or serialized then; none is serialized ahead twice between checkpoints.
     #[test]
     fn states_serialized_ahead_are_the_current_ones() {
         let limits = Limits {
@@ -246,22 +253,33 @@ mod tests {
         let mut part = Part::new(engine, None, 0);
         let events = crate::fleet::fleet(40, "ahead-", 0, 700, 7);
         let mut verdicts = Vec::new();
-        let mut checked = 0;
+        let (mut checked, mut stale) = (0, 0);
+        let mut ahead_since_checkpoint = BTreeSet::new();
         for (n, batch) in events.chunks(37).enumerate() {
             for e in batch {
                 part.engine.handle_event(e.clone(), &mut verdicts);
             }
+            let before: BTreeSet<String> = part.ready.keys().cloned().collect();
             part.collect_changes();
             for (id, state) in &part.ready {
                 assert!(part.pending.contains(id), "{id} ready but not pending");
-                assert_eq!(Some(state), part.engine.snapshot(id).as_ref(), "{id}");
-                checked += 1;
+                match state {
+                    Some(state) => {
+                        assert_eq!(Some(state), part.engine.snapshot(id).as_ref(), "{id}");
+                        checked += 1;
+                        if !before.contains(id) {
+                            assert!(ahead_since_checkpoint.insert(id.clone()), "{id} twice");
+                        }
+                    }
+                    None => stale += 1,
+                }
             }
             assert_eq!(
                 part.ready_bytes,
-                part.ready.values().map(Vec::len).sum::<usize>()
+                part.ready.values().flatten().map(Vec::len).sum::<usize>()
             );
             if n % 5 == 4 {
+                ahead_since_checkpoint.clear();
                 // What write_checkpoint takes, without a producer.
                 part.ready.clear();
                 part.ready_bytes = 0;
@@ -269,5 +287,9 @@ mod tests {
             }
         }
         assert!(checked > 100, "only {checked} ready states checked");
+        assert!(
+            stale > 20,
+            "only {stale} sessions changed after being serialized ahead"
+        );
     }
 }

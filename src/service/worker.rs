@@ -196,7 +196,6 @@ impl Worker {
             Ok(event) => {
                 m.on_consumed(event.body.kind());
                 let event_ms = event.meta.ts_ms;
-                let session = event.meta.session_id.clone();
                 let part = self.parts.get_mut(&partition).expect("restored above");
                 let started = Instant::now();
                 self.verdicts.clear();
@@ -219,7 +218,7 @@ impl Worker {
                         self.producer.producer(),
                         &self.cfg.kafka.verdicts_topic,
                         partition,
-                        session.as_bytes(),
+                        v.session_id.as_bytes(),
                         Some(&payload),
                         None,
                     )?;
