@@ -59,7 +59,7 @@ pub fn encode(state: &SessionState) -> Vec<u8> {
     // doubling from empty).
     let mut out = Vec::with_capacity(1024);
     out.extend_from_slice(&[FORMAT_BINARY, LAYOUT]);
-    let mut out = postcard::to_extend(state, out).expect("a session state always serializes");
+    let out = postcard::to_extend(state, out).expect("a session state always serializes");
     let body = &out[2..];
     if body.len() < COMPRESS_FROM {
         return out;
