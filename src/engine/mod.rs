@@ -161,10 +161,10 @@ impl Engine {
         ids.sort();
         let ids: Vec<String> = ids.into_iter().cloned().collect();
         for id in ids {
-            let slot = self.sessions.get_mut(&id).expect("listed above");
+            let (_, state) = self.sessions.get_mut(&id).expect("listed above").thaw();
             let mut spent = Vec::new();
-            slot.state.end(self.watermark, &mut spent);
-            out.extend(labelled(&slot.state, spent));
+            state.end(self.watermark, &mut spent);
+            out.extend(labelled(state, spent));
         }
     }
 
@@ -235,9 +235,10 @@ impl Engine {
                 self.stats.sessions_ended += 1;
                 self.note_removed(id);
                 if let Some(out) = self.spending.as_mut() {
+                    let (_, state) = slot.thaw();
                     let mut spent = Vec::new();
-                    slot.state.end(ts, &mut spent);
-                    out.extend(labelled(&slot.state, spent));
+                    state.end(ts, &mut spent);
+                    out.extend(labelled(state, spent));
                 }
             }
             return Handled::SessionEnded;
@@ -282,7 +283,7 @@ impl Engine {
         let report = state.step(&event, &mut cx);
         self.stats.escalations_given_up += u64::from(report.gave_up);
         if let Some(out) = self.spending.as_mut().filter(|_| !report.spent.is_empty()) {
-            out.extend(labelled(&slot.state, report.spent));
+            out.extend(labelled(state, report.spent));
         }
         for v in &out[before..] {
             self.stats.verdicts[v.rule.index()][v.action.index()] += 1;

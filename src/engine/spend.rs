@@ -20,9 +20,9 @@ const OPEN: usize = 8;
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Entry {
     ts: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     cost: Option<f64>,
     /// Already attributed to a loop.
     counted: bool,

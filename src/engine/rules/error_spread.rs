@@ -122,7 +122,7 @@ pub enum Form {
 struct Spread {
     key: u64,
     /// The last failing call's argument fields (the tool forms).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     args: Vec<u64>,
     count: u32,
     last: u32,

@@ -55,10 +55,10 @@ struct Pending {
     #[serde(default)]
     restore_key: u64,
     /// A non-shell call's arguments, for the wider error forms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     digest: Option<error_spread::ArgDigest>,
     /// The file it writes whole, and what it writes there (its state after a success).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     whole_write: Option<(String, u64)>,
 }
 
