@@ -68,7 +68,9 @@ impl Slot {
     /// Keeps the session encoded until its next event.
     pub fn freeze(&mut self) {
         if let Session::Live(state) = &self.session {
-            let bytes = snapshot::encode(state).into_boxed_slice();
+            // An allocation of exactly its size: the encoder's buffer is sized for the
+            // worst case, and an allocator may keep a shrunk block whole.
+            let bytes = Box::from(snapshot::encode(state).as_slice());
             let last_ms = state.last_ms;
             self.session = Session::Frozen { last_ms, bytes };
         }
