@@ -169,6 +169,47 @@ fn frozen_sessions_judge_and_hand_over_as_live_ones() {
     assert_eq!(to_json(&a), to_json(&b));
 }
 
+/// A live policy switch while sessions are frozen: each frozen session takes its
+/// (tenant, agent)'s policy of the new set when it thaws, as a live one does at once.
+#[test]
+fn a_policy_switch_reaches_frozen_sessions_when_they_thaw() {
+    let events = fleet();
+    let switched = PolicySet::compile(&serde_json::json!({
+        "tool": {"window": 6},
+        "overrides": [{"tenant": "team-blue", "set": {"mode": "observe"}}]
+    }))
+    .expect("a valid policy");
+    let limits = |freeze_idle_ms| Limits {
+        freeze_idle_ms,
+        ..Limits::default()
+    };
+    // The switch comes after the first event past half-way at which sessions are frozen.
+    let mut probe = Engine::new(PolicySet::default(), limits(0));
+    let mut out = Vec::new();
+    run(&mut probe, &events[..events.len() / 2], &mut out);
+    let mut at = events.len() / 2;
+    while probe.frozen_count() == 0 {
+        run(&mut probe, &events[at..at + 1], &mut out);
+        at += 1;
+    }
+    let frozen = probe.frozen_count();
+    let judge = |freeze_idle_ms| {
+        let mut engine = Engine::new(PolicySet::default(), limits(freeze_idle_ms));
+        let mut out = Vec::new();
+        run(&mut engine, &events[..at], &mut out);
+        engine.set_policies(switched.clone());
+        run(&mut engine, &events[at..], &mut out);
+        to_json(&out)
+    };
+    let (live, thawed) = (judge(i64::MAX), judge(0));
+    assert!(frozen > 3, "{frozen} sessions frozen at the switch");
+    assert!(
+        live.contains("\"enforce\":false"),
+        "the switch shows in the verdicts"
+    );
+    assert_eq!(live, thawed);
+}
+
 /// The target of issue 19: a checkpointed session at most 25 % of its JSON bytes, over
 /// the fleet's sessions mid-run (tool calls, reasoning and content tails).
 #[test]

@@ -182,10 +182,17 @@ impl Engine {
     pub fn set_policies(&mut self, policies: PolicySet) {
         self.policies = policies;
         for slot in self.sessions.values_mut() {
-            let s = &slot.state;
-            slot.policy = self
-                .policies
-                .resolve(s.tenant.as_deref(), s.agent.as_deref());
+            // A frozen session is resolved when it thaws (its tenant and agent are in its
+            // encoded state): a switch does not decode every idle session.
+            match slot.live() {
+                Some(s) => {
+                    let policy = self
+                        .policies
+                        .resolve(s.tenant.as_deref(), s.agent.as_deref());
+                    slot.policy = policy;
+                }
+                None => slot.policy_stale = true,
+            }
         }
     }
 
@@ -263,6 +270,14 @@ impl Engine {
                 .insert(id.to_string(), Slot::new(state, policy));
         }
         let slot = self.sessions.get_mut(id).expect("inserted above");
+        if slot.policy_stale {
+            let (_, s) = slot.thaw();
+            let policy = self
+                .policies
+                .resolve(s.tenant.as_deref(), s.agent.as_deref());
+            slot.policy = policy;
+            slot.policy_stale = false;
+        }
         let (policy, state) = slot.thaw();
         if state.seen_before(&event.meta.event_id, self.limits.dedup_ids) {
             self.stats.duplicates += 1;

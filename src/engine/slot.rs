@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 pub(super) struct Slot {
     pub policy: Arc<Policy>,
+    /// The policy set changed while the session was frozen: `policy` is resolved again
+    /// from its (tenant, agent) when it thaws.
+    pub policy_stale: bool,
     session: Session,
 }
 
@@ -26,6 +29,7 @@ impl Slot {
     pub fn new(state: SessionState, policy: Arc<Policy>) -> Self {
         Slot {
             policy,
+            policy_stale: false,
             session: Session::Live(Box::new(state)),
         }
     }
