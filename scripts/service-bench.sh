@@ -43,6 +43,7 @@ lg() { "$BIN" loadgen --events-topic "$tag-events" --verdicts-topic "$tag-verdic
 # CPU time (user + system) of a process so far, in microseconds.
 tck=$(getconf CLK_TCK)
 cpu_us() { awk -v t="$tck" '{ printf "%d\n", ($14 + $15) * 1000000 / t }' "/proc/$1/stat"; }
+sys_us() { awk -v t="$tck" '{ printf "%d\n", $15 * 1000000 / t }' "/proc/$1/stat"; }
 # The broker: the Java process listening on the bootstrap port.
 port=${KAFKA_BOOTSTRAP_SERVERS##*:}
 broker=$(cat "build/kafka/run-$port/kafka.pid" 2>/dev/null || true)
@@ -93,10 +94,11 @@ for r in $(seq "$ROUNDS"); do
   replay_s=$(echo "$(date +%s.%N) - $start" | bc)
   replay_cpu=$(awk '{ printf "%d", ($1 + $2) * 1000000 }' "$work/replay.time")
   start_guard
-  g0=$(cpu_us "$guard") b0=$(cpu_us "$broker")
+  g0=$(cpu_us "$guard") gs0=$(sys_us "$guard") b0=$(cpu_us "$broker")
   lg preload --file "$work/fleet.jsonl" >&2
   drain=$(lg drain --group "$tag" | tee /dev/stderr | rate_of)
-  guard_cpu=$(($(cpu_us "$guard") - g0)) broker_guard=$(($(cpu_us "$broker") - b0))
+  guard_cpu=$(($(cpu_us "$guard") - g0)) guard_sys=$(($(sys_us "$guard") - gs0))
+  broker_guard=$(($(cpu_us "$broker") - b0))
   if [ "$r" = 1 ] && [ "$IDLE" != 0 ]; then
     # The broker's cores with the guard idle, then with no guard, after a settling pause.
     sleep 5; b0=$(cpu_us "$broker"); sleep "$IDLE"; idle_with=$(($(cpu_us "$broker") - b0))
@@ -113,7 +115,7 @@ for r in $(seq "$ROUNDS"); do
   b0=$(cpu_us "$broker")
   lg preload --file "$work/fleet.jsonl" >&2
   broker_preload=$(($(cpu_us "$broker") - b0))
-  rounds+=("$replay_s $drain $raw $replay_cpu $guard_cpu $broker_guard $broker_preload $broker_raw")
+  rounds+=("$replay_s $drain $raw $replay_cpu $guard_cpu $broker_guard $broker_preload $broker_raw $guard_sys")
   say "round $r: replay $replay_s s, drain $drain events/s, raw $raw events/s; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
@@ -144,11 +146,12 @@ memory = [m.split() for m in sys.argv[7].split(";") if m]
 rows, costs = [], []
 for i, r in enumerate(sys.argv[8:], 1):
     replay_s, drain, raw, *cpu = r.split()
-    replay_cpu, guard_cpu, broker_guard, broker_preload, broker_raw = map(int, cpu)
+    replay_cpu, guard_cpu, broker_guard, broker_preload, broker_raw, guard_sys = map(int, cpu)
     costs.append((replay_cpu / events, guard_cpu / events,
                   max(broker_guard - broker_preload, 0) / events, broker_raw / events))
     c = costs[-1]
-    print(f"round {i}: CPU us/event: replay {c[0]:.1f}, guard {c[1]:.1f} ({c[1] / c[0]:.2f}x replay); "
+    print(f"round {i}: CPU us/event: replay {c[0]:.1f}, guard {c[1]:.1f} ({c[1] / c[0]:.2f}x replay; "
+          f"{guard_sys / events:.1f} of it in the kernel); "
           f"broker during the guard's drain {c[2]:.1f} (preload's {broker_preload / events:.1f} taken out), "
           f"during a plain consumer's {c[3]:.1f} ({c[2] / max(c[3], 0.01):.2f}x)")
     replay = events / float(replay_s)
