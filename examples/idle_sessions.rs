@@ -18,10 +18,9 @@
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
-use loopguard::engine::event::{Body, Effect, Event, Evidence, Meta, ToolStatus};
+use loopguard::engine::event::{Body, Event, Meta};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use serde_json::json;
 use std::io::Write;
 
 const T0: i64 = 1_767_225_600_000;
@@ -51,50 +50,10 @@ impl Session {
 }
 
 fn short(s: &mut Session) -> Vec<Event> {
-    let t = |x: &str| x.to_string();
-    let evidence = Evidence {
-        effect: Some(Effect::Read),
-        resource: Some(t("src/parser.rs")),
-        output_hash: Some(t("9f2c")),
-        ..Default::default()
-    };
-    vec![
-        s.event(Body::UserMessage {
-            text: t("why does the parser test fail on empty input?"),
-            limits: Default::default(),
-        }),
-        s.event(Body::Reasoning {
-            turn_id: t("t1"),
-            text: t("The test feeds an empty string; let me read the parser's entry point."),
-            is_final: true,
-        }),
-        s.event(Body::ToolCall {
-            turn_id: t("t1"),
-            call_id: t("c1"),
-            tool: t("read_file"),
-            args: json!({"path": "src/parser.rs"}),
-        }),
-        s.event(Body::TurnEnd {
-            turn_id: t("t1"),
-            usage: None,
-        }),
-        s.event(Body::ToolResult {
-            call_id: t("c1"),
-            tool: t("read_file"),
-            status: ToolStatus::Ok,
-            error: None,
-            evidence: Some(evidence),
-        }),
-        s.event(Body::AssistantMessage {
-            turn_id: t("t2"),
-            text: t("The parser indexes the first byte without checking the length; fixed."),
-            usage: None,
-        }),
-        s.event(Body::TurnEnd {
-            turn_id: t("t2"),
-            usage: None,
-        }),
-    ]
+    workloads::short_request()
+        .into_iter()
+        .map(|b| s.event(b))
+        .collect()
 }
 
 fn long(s: &mut Session, text: &str) -> Vec<Event> {

@@ -11,12 +11,11 @@
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
-use loopguard::engine::event::{Body, Effect, Event, Evidence, Meta, ToolStatus};
+use loopguard::engine::event::{Body, Event, Meta};
 use loopguard::engine::policy::PolicySet;
 use loopguard::engine::{Engine, Limits};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -80,48 +79,9 @@ impl Feed {
 
     /// A short healthy request: a question, a little reasoning, a read, the answer.
     fn short_request(&mut self) {
-        let t = |s: &str| s.to_string();
-        self.push(Body::UserMessage {
-            text: t("why does the parser test fail on empty input?"),
-            limits: Default::default(),
-        });
-        self.push(Body::Reasoning {
-            turn_id: t("t1"),
-            text: t("The test feeds an empty string; let me read the parser's entry point."),
-            is_final: true,
-        });
-        self.push(Body::ToolCall {
-            turn_id: t("t1"),
-            call_id: t("c1"),
-            tool: t("read_file"),
-            args: json!({"path": "src/parser.rs"}),
-        });
-        self.push(Body::TurnEnd {
-            turn_id: t("t1"),
-            usage: None,
-        });
-        let evidence = Evidence {
-            effect: Some(Effect::Read),
-            resource: Some(t("src/parser.rs")),
-            output_hash: Some(t("9f2c")),
-            ..Default::default()
-        };
-        self.push(Body::ToolResult {
-            call_id: t("c1"),
-            tool: t("read_file"),
-            status: ToolStatus::Ok,
-            error: None,
-            evidence: Some(evidence),
-        });
-        self.push(Body::AssistantMessage {
-            turn_id: t("t2"),
-            text: t("The parser indexes the first byte without checking the length; fixed."),
-            usage: None,
-        });
-        self.push(Body::TurnEnd {
-            turn_id: t("t2"),
-            usage: None,
-        });
+        for body in workloads::short_request() {
+            self.push(body);
+        }
     }
 
     /// A new request whose response is still reasoning: `chars` chars in 16-char chunks.

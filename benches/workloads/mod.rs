@@ -447,3 +447,54 @@ pub fn reasoning() -> Vec<(&'static str, Vec<Event>, u64)> {
     })
     .collect()
 }
+
+/// A short healthy request, as one session's events in order: a question, a little
+/// reasoning, a read and its result, the answer (the idle-session memory figures of
+/// `examples/idle_sessions.rs` and `tests/memory.rs`; the benchmarks do not use it).
+#[allow(dead_code)]
+pub fn short_request() -> Vec<Body> {
+    let t = |s: &str| s.to_string();
+    let evidence = Evidence {
+        effect: Some(Effect::Read),
+        resource: Some(t("src/parser.rs")),
+        output_hash: Some(t("9f2c")),
+        ..Default::default()
+    };
+    vec![
+        Body::UserMessage {
+            text: t("why does the parser test fail on empty input?"),
+            limits: Default::default(),
+        },
+        Body::Reasoning {
+            turn_id: t("t1"),
+            text: t("The test feeds an empty string; let me read the parser's entry point."),
+            is_final: true,
+        },
+        Body::ToolCall {
+            turn_id: t("t1"),
+            call_id: t("c1"),
+            tool: t("read_file"),
+            args: json!({"path": "src/parser.rs"}),
+        },
+        Body::TurnEnd {
+            turn_id: t("t1"),
+            usage: None,
+        },
+        Body::ToolResult {
+            call_id: t("c1"),
+            tool: t("read_file"),
+            status: ToolStatus::Ok,
+            error: None,
+            evidence: Some(evidence),
+        },
+        Body::AssistantMessage {
+            turn_id: t("t2"),
+            text: t("The parser indexes the first byte without checking the length; fixed."),
+            usage: None,
+        },
+        Body::TurnEnd {
+            turn_id: t("t2"),
+            usage: None,
+        },
+    ]
+}
