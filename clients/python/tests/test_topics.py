@@ -17,12 +17,13 @@ def _describe(g: GuardProcess, topic: str) -> dict:
     return {"partitions": parts, **{k: v.value for k, v in configs.items()}}
 
 
-def test_the_four_topics_are_created_as_the_guard_needs_them(guard_process: GuardProcess) -> None:
+def test_the_five_topics_are_created_as_the_guard_needs_them(guard_process: GuardProcess) -> None:
     n = guard_process.name
     events = _describe(guard_process, f"{n}-events")
     verdicts = _describe(guard_process, f"{n}-verdicts")
     dlq = _describe(guard_process, f"{n}-dlq")
     state = _describe(guard_process, f"{n}-state")
+    policy = _describe(guard_process, f"{n}-policy")
     assert events["partitions"] == verdicts["partitions"] == state["partitions"] == PARTITIONS
     assert dlq["partitions"] == 1
     assert events["retention.ms"] == str(72 * 3600 * 1000)
@@ -31,11 +32,15 @@ def test_the_four_topics_are_created_as_the_guard_needs_them(guard_process: Guar
     assert state["cleanup.policy"] == "compact"
     assert events["cleanup.policy"] == "delete"
     assert state["segment.ms"] == "600000"
+    # The live policy: one partition (one order of versions for every instance), compacted.
+    assert policy["partitions"] == 1
+    assert policy["cleanup.policy"] == "compact"
 
 
 def test_create_again_leaves_them_and_a_mismatch_is_an_error(guard_process: GuardProcess) -> None:
     out = guard_process.create_topics()
-    assert out.count("exists") == 4 and "created" not in out
+    # events, verdicts, dead letters, state and the policy topic (issue 17)
+    assert out.count("exists") == 5 and "created" not in out
     r = subprocess.run(
         [guard_process.binary, "topics", "create", "--config", str(guard_process.config_path), "--partitions", "5"],
         capture_output=True,
