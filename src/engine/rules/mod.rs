@@ -26,7 +26,6 @@ use super::canon::hash64;
 use super::emit::Cx;
 use super::event::{Body, Effect, Event};
 use super::spend::{LoopSpend, Spent};
-use super::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -270,35 +269,32 @@ impl SessionState {
         if let Some(start) = self.request.started_ms {
             self.request.budget.check_slow(ts.saturating_sub(start), cx);
         }
-        let budget = &self.request.budget;
-        let rounds_left = budget.max_rounds(cx).saturating_sub(budget.rounds as usize);
-        let rounds_left = u32::try_from(rounds_left).unwrap_or(u32::MAX);
-        self.count_spending(event, &mut cx.out[before..], rounds_left, &mut report.spent);
+        // What loops cost: only events that bring verdicts or usage (or end a response)
+        // have anything to count; reasoning chunks pay nothing here.
+        if cx.out.len() > before {
+            let budget = &self.request.budget;
+            let left = budget.max_rounds(cx).saturating_sub(budget.rounds as usize);
+            let at = super::spend::At {
+                now: ts,
+                default_since: self
+                    .turn
+                    .as_ref()
+                    .map(|t| t.first_ms)
+                    .or(self.request.started_ms)
+                    .unwrap_or(ts),
+                rounds_left: u32::try_from(left).unwrap_or(u32::MAX),
+            };
+            self.spend
+                .on_verdicts(&mut cx.out[before..], at, &mut report.spent);
+        }
+        self.count_usage(event, &mut report.spent);
         report
     }
 
-    /// What loops cost: the step's verdicts get their `loop_cost` and open (or extend) their
-    /// loops; a response's end ends the loops the agent moved on from; usage is counted.
-    fn count_spending(
-        &mut self,
-        event: &Event,
-        verdicts: &mut [Verdict],
-        rounds_left: u32,
-        spent: &mut Vec<Spent>,
-    ) {
+    /// A response's end ends the loops the agent moved on from; usage is counted and
+    /// attributed (`engine::spend`).
+    fn count_usage(&mut self, event: &Event, spent: &mut Vec<Spent>) {
         let ts = event.meta.ts_ms;
-        let default_since = self
-            .turn
-            .as_ref()
-            .map(|t| t.first_ms)
-            .or(self.request.started_ms)
-            .unwrap_or(ts);
-        let at = super::spend::At {
-            now: ts,
-            default_since,
-            rounds_left,
-        };
-        self.spend.on_verdicts(verdicts, at, spent);
         match &event.body {
             Body::TurnEnd { turn_id, usage } => {
                 self.spend.on_turn_end(turn_id, ts, spent);
