@@ -23,7 +23,6 @@ say() { echo "guard-callgrind: $*" >&2; }
 guard=
 trap '[ -n "$guard" ] && kill -9 $guard 2>/dev/null || true' EXIT
 . scripts/lib/bench_topics.sh
-lg() { "$BIN" loadgen --events-topic "$tag-events" --verdicts-topic "$tag-verdicts" "$@"; }
 
 "$BIN" loadgen dump --events "$EVENTS" --sessions 3000 >"$work/fleet.jsonl"
 use_topics "$run"

@@ -38,7 +38,6 @@ trap '[ -n "$guard" ] && kill $guard 2>/dev/null || true' EXIT
 
 # use_topics TAG: the guard and the load tool on topics named after TAG.
 . scripts/lib/bench_topics.sh
-lg() { "$BIN" loadgen --events-topic "$tag-events" --verdicts-topic "$tag-verdicts" "$@"; }
 
 # CPU time (user + system) of a process so far, in microseconds.
 tck=$(getconf CLK_TCK)

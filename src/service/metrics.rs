@@ -95,7 +95,7 @@ fn plain_counter(reg: &Registry, name: &str, help: &str) -> prometheus::Result<I
     Ok(c)
 }
 
-fn counter(
+pub(super) fn counter(
     reg: &Registry,
     name: &str,
     help: &str,
