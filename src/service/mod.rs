@@ -231,8 +231,8 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
         }
         if idle || w.markers_overdue() {
             if let Err(e) = w.write_markers() {
-                tracing::error!(error = %e, "writing markers failed; rewinding to the last commit");
-                w.fail_batch();
+                tracing::error!(error = %e, "writing verdicts and markers failed; rewinding to the last commit");
+                w.fail_writes(&e);
                 continue;
             }
         }

@@ -15,7 +15,7 @@ use super::dlq::{read_event, DeadLetter, Rejected, Source};
 use super::partition::Part;
 use super::retry::Retries;
 use super::state::StateReader;
-use super::txn::{send, send_dead_letter, TxnProducer};
+use super::txn::{send_dead_letter, TxnProducer};
 use crate::config::{Config, Delivery};
 use crate::engine::event::format_ts;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
@@ -43,6 +43,8 @@ pub struct Worker {
     in_flight_batch: Vec<(i32, i64)>,
     in_flight_since: Instant,
     verdicts: Vec<crate::engine::verdict::Verdict>,
+    /// Verdicts of the burst in progress, written with its markers (`markers.rs`).
+    held: Vec<markers::Held>,
     /// Since when judged events wait for their judged-through marker (`markers.rs`).
     markers_owed_since: Option<Instant>,
     /// A fatal error seen inside a callback, for the loop to act on.
@@ -83,6 +85,7 @@ impl Worker {
             in_flight_batch: Vec::new(),
             in_flight_since: Instant::now(),
             verdicts: Vec::new(),
+            held: Vec::new(),
             markers_owed_since: None,
             fatal: None,
             needs_rewind: false,
@@ -214,17 +217,14 @@ impl Worker {
                 for mut v in verdicts.drain(..) {
                     v.emitted_at = Some(format_ts(now_ms));
                     let payload = serde_json::to_vec(&v).unwrap_or_default();
-                    send(
-                        self.producer.producer(),
-                        &self.cfg.kafka.verdicts_topic,
-                        partition,
-                        v.session_id.as_bytes(),
-                        Some(&payload),
-                        None,
-                    )?;
                     m.on_verdict(&v);
                     m.event_to_verdict
                         .observe(((now_ms - event_ms).max(0) as f64) / 1000.0);
+                    self.held.push(markers::Held {
+                        partition,
+                        key: std::mem::take(&mut v.session_id),
+                        payload,
+                    });
                 }
                 self.verdicts = verdicts;
             }

@@ -69,6 +69,7 @@ impl Worker {
         if let Err(e) = &result {
             // Nothing after the failed batch may commit: the open one goes too.
             self.note_fenced(e);
+            self.drop_held();
             if let Err(e) = self.producer.abort() {
                 self.note_fenced(&e);
             }
@@ -169,6 +170,15 @@ impl Worker {
     pub fn fail_batch(&mut self) {
         self.abort();
         self.needs_rewind = true;
+    }
+
+    /// As `fail_batch`, for a failure of the batch's writes (its held verdicts, its
+    /// markers): counted against the records it held, so one whose verdict the producer
+    /// keeps refusing is processed alone and, in the end, given up.
+    pub fn fail_writes(&mut self, e: &KafkaError) {
+        let batch = self.batch_partitions();
+        self.retries.failed(e, batch);
+        self.fail_batch();
     }
 
     /// The partitions whose checkpoint this commit writes: every due one when forced (or
@@ -296,6 +306,7 @@ impl Worker {
     /// Ends the producer's open transaction, if any, without committing it (after the
     /// commit in flight, if any, has ended).
     fn end_transaction(&mut self) {
+        self.drop_held();
         let _ = self.settle_commit(true);
         if let Err(e) = self.producer.abort() {
             self.note_fenced(&e);

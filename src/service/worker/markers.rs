@@ -1,6 +1,11 @@
 //! Writing judged-through markers: once the consumer has no event ready (a burst of events
 //! shares one marker per partition), at the latest `kafka.judged_max_ms` after the first
 //! event a marker owes, and always into the transaction of the verdicts it covers.
+//!
+//! A burst's verdicts are held until its markers are written and go to the producer with
+//! them: under a backlog the producer then sends one request per `judged_max_ms` instead
+//! of one per `linger.ms` (docs/benchmarks.md, "The guard's own cost"); when the consumer
+//! has nothing more ready, at once, as before.
 
 use super::Worker;
 use crate::engine::event::format_ts;
@@ -8,6 +13,13 @@ use crate::service::judged::{self, Marker};
 use crate::service::txn::send_record;
 use rdkafka::error::KafkaError;
 use std::time::Duration;
+
+/// A verdict judged in the burst in progress, written with the burst's markers.
+pub struct Held {
+    pub partition: i32,
+    pub key: String,
+    pub payload: Vec<u8>,
+}
 
 impl Worker {
     /// How long the next poll may wait: zero while markers are owed (the queue is only
@@ -30,6 +42,7 @@ impl Worker {
     /// Writes a marker to every partition whose judged events it owes, after their
     /// verdicts (same producer, same partition: the log keeps them in that order).
     pub fn write_markers(&mut self) -> Result<(), KafkaError> {
+        self.write_held()?;
         if self.markers_owed_since.take().is_none() {
             return Ok(());
         }
@@ -53,5 +66,29 @@ impl Worker {
             m.judged_marker_bytes.inc_by(value.len() as u64);
         }
         Ok(())
+    }
+
+    /// Gives the held verdicts to the producer, in the order they were judged.
+    fn write_held(&mut self) -> Result<(), KafkaError> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        self.producer.begin()?;
+        for h in self.held.drain(..) {
+            send_record(
+                self.producer.producer(),
+                &self.cfg.kafka.verdicts_topic,
+                h.partition,
+                Some(h.key.as_bytes()),
+                Some(&h.payload),
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The batch is given up: its held verdicts go with it.
+    pub(super) fn drop_held(&mut self) {
+        self.held.clear();
     }
 }
