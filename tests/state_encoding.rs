@@ -6,7 +6,9 @@
 
 use loopguard::engine::event::Event;
 use loopguard::engine::policy::PolicySet;
-use loopguard::engine::snapshot::{self, StateError, FORMAT_BINARY, FORMAT_BINARY_LZ4};
+use loopguard::engine::snapshot::{
+    self, StateError, FORMAT_BINARY, FORMAT_BINARY_DEFLATE, FORMAT_BINARY_LZ4,
+};
 use loopguard::engine::verdict::Verdict;
 use loopguard::engine::{Clock, Engine, Limits};
 use proptest::prelude::*;
@@ -307,10 +309,20 @@ fn some_states() -> &'static [Vec<u8>] {
         let mut e = engine();
         let mut out = Vec::new();
         run(&mut e, &events[..events.len() / 2], &mut out);
-        e.session_ids()
+        let mut states: Vec<Vec<u8>> = e
+            .session_ids()
             .iter()
             .map(|id| e.snapshot(id).unwrap())
-            .collect()
+            .collect();
+        // Frozen ones too, deflated when long.
+        let frozen: Vec<Vec<u8>> = states
+            .iter()
+            .map(|s| snapshot::encode_frozen(&snapshot::decode(s).unwrap()))
+            .filter(|s| s[0] == FORMAT_BINARY_DEFLATE)
+            .collect();
+        states.extend(frozen);
+        states.push(snapshot::encode_frozen(&long_state()));
+        states
     })
 }
 
@@ -333,5 +345,101 @@ proptest! {
         }
         let keep = cut.index(bytes.len() + 1);
         let _ = snapshot::decode(&bytes[..keep]);
+    }
+}
+
+/// A session after a long response in mixed Chinese and English with numbers (text LZ4
+/// hardly shrinks: no repeats, three bytes a character).
+fn long_state() -> loopguard::engine::rules::SessionState {
+    const WORDS: [&str; 12] = [
+        "检查", "函数", "返回", "不是", "修改", "逻辑", "sorted", "edge", "case", "expects",
+        "maybe", "the",
+    ];
+    let mut seed: u64 = 7;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let mut text = String::new();
+    while text.chars().count() < 20_000 {
+        let w = next();
+        text.push_str(WORDS[w % WORDS.len()]);
+        if w % 5 == 0 {
+            text.push_str(&(next() % 100_000).to_string());
+        }
+        text.push(if w % 7 == 0 { '。' } else { ' ' });
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut lines = vec![format!(
+        r#"{{"v":1,"event_id":"l-0","session_id":"long","ts":1767225600000,"type":"user_message","seq":0,"text":"explain the sorting change"}}"#
+    )];
+    for (i, chunk) in chars.chunks(64).enumerate() {
+        let chunk: String = chunk.iter().collect();
+        lines.push(format!(
+            r#"{{"v":1,"event_id":"l-{n}","session_id":"long","ts":{ts},"type":"reasoning","seq":{n},"turn_id":"t1","text":{text}}}"#,
+            n = i + 1,
+            ts = 1767225600100 + i as i64 * 20,
+            text = serde_json::to_string(&chunk).unwrap()
+        ));
+    }
+    let mut e = engine();
+    let mut out = Vec::new();
+    let events: Vec<Event> = lines
+        .iter()
+        .map(|l| Event::decode(l.as_bytes()).expect("a valid event"))
+        .collect();
+    run(&mut e, &events, &mut out);
+    snapshot::decode(&e.snapshot("long").unwrap()).unwrap()
+}
+
+/// An idle session frozen after a long response is deflated: the same state back, in
+/// well under the bytes of its LZ4 record; short states freeze as they hand over.
+#[test]
+fn long_frozen_states_are_deflated_and_read_back() {
+    let state = long_state();
+    let lz4 = snapshot::encode(&state);
+    let frozen = snapshot::encode_frozen(&state);
+    assert_eq!(lz4[0], FORMAT_BINARY_LZ4);
+    assert_eq!(frozen[0], FORMAT_BINARY_DEFLATE);
+    let back = snapshot::decode(&frozen).expect("a frozen state decodes");
+    assert_eq!(snapshot::encode(&back), lz4, "the same state");
+    assert!(
+        frozen.len() * 10 <= lz4.len() * 7,
+        "deflated {} bytes against LZ4's {}",
+        frozen.len(),
+        lz4.len()
+    );
+    let mut truncated = frozen.clone();
+    truncated.truncate(frozen.len() - 9);
+    assert!(matches!(
+        snapshot::decode(&truncated),
+        Err(StateError::Decompress(_))
+    ));
+    let mut inflated_too_big = frozen.clone();
+    inflated_too_big[2..6].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        snapshot::decode(&inflated_too_big),
+        Err(StateError::Decompress(_))
+    ));
+    let mut e = engine();
+    let mut out = Vec::new();
+    run(&mut e, &fleet()[..400], &mut out);
+    for id in e.session_ids() {
+        let state = snapshot::decode(&e.snapshot(&id).unwrap()).unwrap();
+        let frozen = snapshot::encode_frozen(&state);
+        assert_eq!(
+            snapshot::decode(&frozen).map(|s| snapshot::encode(&s)).ok(),
+            Some(snapshot::encode(&state)),
+            "{id}"
+        );
+        if snapshot::encode(&state)[0] == FORMAT_BINARY {
+            assert_eq!(
+                frozen,
+                snapshot::encode(&state),
+                "{id}: short states are not packed"
+            );
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! One session as the engine keeps it: live (its detector state in memory), or frozen
-//! while idle (its state in the binary hand-over encoding, a few hundred bytes to a few
-//! KB), thawed by its next event. Freezing and thawing are a hand-over to oneself: the
+//! while idle (its state in the binary encoding, a few hundred bytes to a few KB; a long
+//! one deflated), thawed by its next event. Freezing and thawing are a hand-over to oneself: the
 //! property and golden tests that hold a hand-over to its verdicts hold this too. Pure.
 
 use super::policy::Policy;
@@ -74,17 +74,17 @@ impl Slot {
         if let Session::Live(state) = &self.session {
             // An allocation of exactly its size: the encoder's buffer is sized for the
             // worst case, and an allocator may keep a shrunk block whole.
-            let bytes = Box::from(snapshot::encode(state).as_slice());
+            let bytes = Box::from(snapshot::encode_frozen(state).as_slice());
             let last_ms = state.last_ms;
             self.session = Session::Frozen { last_ms, bytes };
         }
     }
 
-    /// The session's state in the hand-over encoding (a frozen one is already).
+    /// The session's state in the hand-over encoding.
     pub fn encoded(&self) -> Vec<u8> {
         match &self.session {
             Session::Live(state) => snapshot::encode(state),
-            Session::Frozen { bytes, .. } => bytes.to_vec(),
+            Session::Frozen { bytes, .. } => snapshot::for_hand_over(bytes),
         }
     }
 

@@ -7,6 +7,10 @@
 //! - `FORMAT_BINARY`: postcard, the fields in declaration order, integers as varints.
 //! - `FORMAT_BINARY_LZ4`: the same, then an LZ4 block with its length first (larger
 //!   states: the text tails).
+//! - `FORMAT_BINARY_DEFLATE`: the same, then raw deflate, its length first: a long state
+//!   frozen while idle (kept for minutes, where bytes matter more than the time to pack it
+//!   once). In memory only: its checkpoint is re-packed as LZ4 (`for_hand_over`), so every
+//!   build since issue 19 reads every record.
 //!
 //! postcard is not self-describing: the state types must serialize every field every time
 //! (no `skip_serializing_if`, `flatten` or `untagged`), and a build whose state types have
@@ -20,6 +24,8 @@ use super::rules::SessionState;
 pub const FORMAT_BINARY: u8 = 1;
 /// Postcard, then an LZ4 block (its uncompressed length first).
 pub const FORMAT_BINARY_LZ4: u8 = 2;
+/// Postcard, then raw deflate (`encode_frozen`, long states).
+pub const FORMAT_BINARY_DEFLATE: u8 = 3;
 /// The first byte of a JSON state (an object).
 const FORMAT_JSON: u8 = b'{';
 
@@ -32,6 +38,12 @@ pub const LAYOUT: u8 = 1;
 /// LZ4 rather than deflate: over the fleet's states deflate (level 1) saved another 6 %
 /// but took 6x the time (docs/decisions.md (ca)).
 const COMPRESS_FROM: usize = 384;
+/// A frozen state of at least this many postcard bytes is deflated rather than LZ4'd:
+/// deflate's entropy coding keeps text that LZ4 cannot (a 20 KB response in Chinese and
+/// English: 12.3 KB as LZ4, 7-8 KB deflated), at ~6x LZ4's time, once per idle spell.
+const DEFLATE_FROM: usize = 4096;
+/// deflate's level for frozen states (miniz: 1 fastest, 9 smallest).
+const DEFLATE_LEVEL: u8 = 6;
 /// Largest state a record may decompress to (a bound against a corrupt or hostile record;
 /// the engine's own bounds keep a session under ~0.3 MB).
 const MAX_INFLATED: usize = 8 * 1024 * 1024;
@@ -49,21 +61,59 @@ pub enum StateError {
     Json(#[from] serde_json::Error),
     #[error("state binary: {0}")]
     Binary(String),
-    #[error("state LZ4: {0}")]
+    #[error("state decompression: {0}")]
     Decompress(String),
 }
 
 /// The state in the current binary format.
 pub fn encode(state: &SessionState) -> Vec<u8> {
-    // After the header, in a buffer sized for a short session at once (not grown by
-    // doubling from empty).
-    let mut out = Vec::with_capacity(1024);
-    out.extend_from_slice(&[FORMAT_BINARY, LAYOUT]);
-    let out = postcard::to_extend(state, out).expect("a session state always serializes");
+    let out = postcard_with_header(state);
     let body = &out[2..];
     if body.len() < COMPRESS_FROM {
         return out;
     }
+    lz4(body)
+}
+
+/// The state as a session frozen while idle keeps it: as `encode`, but a long one
+/// deflated.
+pub fn encode_frozen(state: &SessionState) -> Vec<u8> {
+    let out = postcard_with_header(state);
+    let body = &out[2..];
+    if body.len() < DEFLATE_FROM {
+        return if body.len() < COMPRESS_FROM {
+            out
+        } else {
+            lz4(body)
+        };
+    }
+    let packed = miniz_oxide::deflate::compress_to_vec(body, DEFLATE_LEVEL);
+    let mut frozen = Vec::with_capacity(6 + packed.len());
+    frozen.extend_from_slice(&[FORMAT_BINARY_DEFLATE, LAYOUT]);
+    frozen.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frozen.extend_from_slice(&packed);
+    frozen
+}
+
+/// A frozen state's bytes in the hand-over encoding: as they are, unless deflated (then
+/// re-packed as `encode` would have written the state).
+pub fn for_hand_over(frozen: &[u8]) -> Vec<u8> {
+    if frozen.first() != Some(&FORMAT_BINARY_DEFLATE) {
+        return frozen.to_vec();
+    }
+    encode(&decode(frozen).expect("a state this build froze decodes again"))
+}
+
+/// The format and layout bytes, then the postcard of `state`.
+fn postcard_with_header(state: &SessionState) -> Vec<u8> {
+    // In a buffer sized for a short session at once (not grown by doubling from empty).
+    let mut out = Vec::with_capacity(1024);
+    out.extend_from_slice(&[FORMAT_BINARY, LAYOUT]);
+    postcard::to_extend(state, out).expect("a session state always serializes")
+}
+
+/// `body` (postcard) as an LZ4 record.
+fn lz4(body: &[u8]) -> Vec<u8> {
     // The LZ4 block straight after the header and the uncompressed length.
     let mut packed = vec![0u8; 6 + lz4_flex::block::get_maximum_output_size(body.len())];
     packed[..2].copy_from_slice(&[FORMAT_BINARY_LZ4, LAYOUT]);
@@ -84,13 +134,16 @@ pub fn decode(bytes: &[u8]) -> Result<SessionState, StateError> {
     let (&format, rest) = bytes.split_first().ok_or(StateError::Empty)?;
     match format {
         FORMAT_JSON => Ok(serde_json::from_slice(bytes)?),
-        FORMAT_BINARY | FORMAT_BINARY_LZ4 => {
+        FORMAT_BINARY | FORMAT_BINARY_LZ4 | FORMAT_BINARY_DEFLATE => {
             let (&layout, body) = rest.split_first().ok_or(StateError::Empty)?;
             if layout != LAYOUT {
                 return Err(StateError::Layout { found: layout });
             }
             if format == FORMAT_BINARY {
                 return from_postcard(body);
+            }
+            if format == FORMAT_BINARY_DEFLATE {
+                return from_postcard(&inflate(body)?);
             }
             let (size, _) = lz4_flex::block::uncompressed_size(body)
                 .map_err(|e| StateError::Decompress(e.to_string()))?;
@@ -103,6 +156,26 @@ pub fn decode(bytes: &[u8]) -> Result<SessionState, StateError> {
         }
         other => Err(StateError::UnknownFormat(other)),
     }
+}
+
+/// A deflated body: its length (4 bytes, little-endian), then raw deflate.
+fn inflate(body: &[u8]) -> Result<Vec<u8>, StateError> {
+    let (size, packed) = body
+        .split_first_chunk::<4>()
+        .ok_or_else(|| StateError::Decompress("no length".into()))?;
+    let size = u32::from_le_bytes(*size) as usize;
+    if size > MAX_INFLATED {
+        return Err(StateError::Decompress(format!("{size} bytes uncompressed")));
+    }
+    let body = miniz_oxide::inflate::decompress_to_vec_with_limit(packed, size)
+        .map_err(|e| StateError::Decompress(format!("deflate: {e}")))?;
+    if body.len() != size {
+        return Err(StateError::Decompress(format!(
+            "{} bytes inflated, {size} announced",
+            body.len()
+        )));
+    }
+    Ok(body)
 }
 
 fn from_postcard(body: &[u8]) -> Result<SessionState, StateError> {
