@@ -39,14 +39,9 @@ trap '[ -n "$guard" ] && kill $guard 2>/dev/null || true' EXIT
 # use_topics TAG: the guard and the load tool on topics named after TAG.
 . scripts/lib/bench_topics.sh
 
-# CPU time (user + system) of a process so far, in microseconds.
-tck=$(getconf CLK_TCK)
-cpu_us() { awk -v t="$tck" '{ printf "%d\n", ($14 + $15) * 1000000 / t }' "/proc/$1/stat"; }
-sys_us() { awk -v t="$tck" '{ printf "%d\n", $15 * 1000000 / t }' "/proc/$1/stat"; }
-# The broker: the Java process listening on the bootstrap port.
-port=${KAFKA_BOOTSTRAP_SERVERS##*:}
-broker=$(cat "build/kafka/run-$port/kafka.pid" 2>/dev/null || true)
-[ -n "$broker" ] && [ -r "/proc/$broker/stat" ] || { say "no broker pid in build/kafka/run-$port/kafka.pid"; exit 1; }
+# cpu_us / sys_us PID: CPU time so far (us); broker_pid: the broker of the bootstrap port.
+. scripts/lib/proc_cpu.sh
+broker=$(broker_pid)
 
 # Starts the guard on the current topics and waits until it is ready: every stream
 # thread in the group with its partitions restored. Ready alone can be the first thread

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, Producer};
+use rdkafka::producer::BaseProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,6 +55,9 @@ pub enum Mode {
         sessions: usize,
         #[arg(long)]
         file: Option<std::path::PathBuf>,
+        /// Events per second (0: as fast as the broker takes them): a steady load.
+        #[arg(long, default_value_t = 0)]
+        rate: u64,
     },
     /// Wait for consumer group `group` to commit through the end of the events topic;
     /// report its rate.
@@ -145,12 +148,17 @@ fn produce(
         crate::service::kafka::publish_event(&producer, &args.events_topic, &e)?;
         sent += 1;
     }
-    producer.flush(Duration::from_secs(30))?;
+    crate::service::kafka::flush_within(&producer, Duration::from_secs(30))?;
     Ok((sent, started.elapsed()))
 }
 
-/// Publishes every line of a JSONL file of events as it is, keyed by its `session_id`.
-fn preload_file(args: &LoadgenArgs, file: &std::path::Path) -> anyhow::Result<(usize, Duration)> {
+/// Publishes every line of a JSONL file of events as it is, keyed by its `session_id`, at
+/// `rate` events/s (0: as fast as the broker takes them).
+fn preload_file(
+    args: &LoadgenArgs,
+    file: &std::path::Path,
+    rate: u64,
+) -> anyhow::Result<(usize, Duration)> {
     use rdkafka::producer::BaseRecord;
     use std::io::BufRead;
     let producer: BaseProducer = client(&args.bootstrap_servers)
@@ -173,11 +181,18 @@ fn preload_file(args: &LoadgenArgs, file: &std::path::Path) -> anyhow::Result<(u
         let key = serde_json::from_str::<Keyed<'_>>(&line)?
             .session_id
             .to_string();
+        if rate > 0 {
+            // Delivery reports are served while waiting, not all left to the final flush.
+            let due = started + Duration::from_secs_f64(n as f64 / rate as f64);
+            while let Some(wait) = due.checked_duration_since(Instant::now()) {
+                producer.poll(wait);
+            }
+        }
         let record = BaseRecord::to(&args.events_topic).key(&key).payload(&line);
         crate::service::kafka::send_waiting(&producer, record);
         n += 1;
     }
-    producer.flush(Duration::from_secs(60))?;
+    crate::service::kafka::flush_within(&producer, Duration::from_secs(60))?;
     Ok((n, started.elapsed()))
 }
 
@@ -223,9 +238,11 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             }
         }
         Mode::Preload {
-            file: Some(file), ..
+            file: Some(file),
+            rate,
+            ..
         } => {
-            let (n, t) = preload_file(args, file)?;
+            let (n, t) = preload_file(args, file, *rate)?;
             println!(
                 "preload: {n} events of {} in {:.2} s ({:.0} events/s)",
                 file.display(),
@@ -237,8 +254,9 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             events,
             sessions,
             file: None,
+            rate,
         } => {
-            let (n, t) = produce(args, 0, *sessions, *events, &AtomicBool::new(false))?;
+            let (n, t) = produce(args, *rate, *sessions, *events, &AtomicBool::new(false))?;
             println!(
                 "preload: {n} events in {:.2} s ({:.0} events/s)",
                 t.as_secs_f64(),

@@ -335,9 +335,49 @@ pub fn send_waiting<K, P>(
     producer.poll(Duration::ZERO);
 }
 
+/// Waits until every record `producer` holds is acknowledged (its delivery reports
+/// served), for at most `timeout` of wall time. rust-rdkafka's `flush` charges each report
+/// it serves a whole poll interval (100 ms): after a stall of the broker, 600 reports due at
+/// once used up 60 s of it in half a second and a paced load failed ("Flush error").
+pub fn flush_within<C: rdkafka::producer::ProducerContext>(
+    producer: &rdkafka::producer::BaseProducer<C>,
+    timeout: Duration,
+) -> rdkafka::error::KafkaResult<()> {
+    use rdkafka::producer::Producer;
+    let deadline = std::time::Instant::now() + timeout;
+    while producer.in_flight_count() > 0 {
+        let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
+            break;
+        };
+        producer.poll(left.min(Duration::from_millis(100)));
+    }
+    producer.flush(Duration::ZERO)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The deadline is wall time: a record no broker takes is waited for that long.
+    #[test]
+    fn flush_within_waits_its_whole_timeout_for_a_record_nobody_takes() {
+        use rdkafka::producer::{BaseProducer, BaseRecord};
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("log_level", "0")
+            .create()
+            .unwrap();
+        producer
+            .send(BaseRecord::to("t").key("k").payload("v"))
+            .unwrap();
+        let started = std::time::Instant::now();
+        assert!(flush_within(&producer, Duration::from_millis(300)).is_err());
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
 
     #[test]
     fn a_listening_address_is_reachable_with_or_without_a_protocol() {
