@@ -15,25 +15,26 @@
 # Any difference fails the run.
 #
 # Phase B, drain rate and CPU per event, 1 instance against 2: DRAIN_EVENTS fleet events
-# preloaded on a fresh topic with no guard running, then drained by fresh groups of 1 and
-# of 2 instances (THREADS threads each); events/s from the group's first commit and from
-# the guards' start, the guards' CPU time per event (user + system from /proc, summed over
-# the instances) and the broker's. A Markdown table; the load average before and after.
+# preloaded on a fresh topic with no guard running, then drained by a fresh group of 1
+# instance and, on another fresh topic, of 2 (THREADS threads each), ROUNDS times each;
+# events/s from the group's first commit and from the guards' start, the guards' CPU time
+# per event (user + system from /proc since their start, summed over the instances) and
+# the broker's. A Markdown table, with the load average.
 #
 #   scripts/scale-out.sh [BIN]
 # Env: KAFKA_BOOTSTRAP_SERVERS (127.0.0.1:19092), INSTANCES (4), THREADS (2),
 #      PARTITIONS (32), RATE (2000), CHUNK_SECS (10), WARMUP (10 s), TAIL (10 s),
 #      MAX_EVENTS (400000: the most phase A may produce), SESSIONS (3000),
-#      DRAIN_EVENTS (300000; 0 skips phase B), ADMIN_PORT (19620: instance i listens on
-#      ADMIN_PORT + i), SETTLE_TIMEOUT (120 s).
+#      DRAIN_EVENTS (1000000; 0 skips phase B), ROUNDS (2: of phase B's pair of drains),
+#      ADMIN_PORT (19620: instance i listens on ADMIN_PORT + i), SETTLE_TIMEOUT (120 s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=${1:-target/release/loopguard}
 export KAFKA_BOOTSTRAP_SERVERS=${KAFKA_BOOTSTRAP_SERVERS:-127.0.0.1:19092}
 INSTANCES=${INSTANCES:-4} THREADS=${THREADS:-2} PARTITIONS=${PARTITIONS:-32}
 RATE=${RATE:-2000} CHUNK_SECS=${CHUNK_SECS:-10} WARMUP=${WARMUP:-10} TAIL=${TAIL:-10}
-MAX_EVENTS=${MAX_EVENTS:-400000} SESSIONS=${SESSIONS:-3000} DRAIN_EVENTS=${DRAIN_EVENTS:-300000}
-ADMIN_PORT=${ADMIN_PORT:-19620} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120}
+MAX_EVENTS=${MAX_EVENTS:-400000} SESSIONS=${SESSIONS:-3000} DRAIN_EVENTS=${DRAIN_EVENTS:-1000000}
+ADMIN_PORT=${ADMIN_PORT:-19620} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120} ROUNDS=${ROUNDS:-2}
 run=scale-$(date +%s)-$$
 work=build/bench/$run
 mkdir -p "$work"
@@ -187,31 +188,38 @@ check=$(python3 scripts/same_stream.py "$work/verdicts.txt" "$work/replay.jsonl"
 [ "$dead" = 0 ] || die "$dead dead letters for valid input: $work/dlq.txt"
 say "phase A: $check"
 
-# ---- Phase B: drain rate and CPU per event, 1 instance against 2.
+# ---- Phase B: drain rate and CPU per event, 1 instance against 2, in ROUNDS rounds (in
+# the order 1 2, 2 1, 1 2, ...: a drift of the shared machine's load touches both alike).
 rows=()
 if [ "$DRAIN_EVENTS" != 0 ]; then
-  head -n "$DRAIN_EVENTS" "$work/fleet.jsonl" >"$work/drain.jsonl"
-  for n in 1 2; do
-    use_topics "$run-b$n"
-    lg preload --file "$work/drain.jsonl" >&2
-    b0=$(cpu_us "$broker") t0=$(date +%s.%N)
-    for i in $(seq "$n"); do start_instance "$i"; done
-    drained=$(lg drain --group "$tag" --timeout 300)
-    wall=$(echo "$(date +%s.%N) - $t0" | bc)
-    echo "$drained" >&2
-    guard_cpu=0
-    for i in $(seq "$n"); do guard_cpu=$((guard_cpu + $(cpu_us "${pids[i]}"))); done
-    broker_cpu=$(($(cpu_us "$broker") - b0))
-    for i in $(seq "$n"); do stop_instance "$i"; done
-    rate=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$drained")
-    rows+=("$n $rate $wall $guard_cpu $broker_cpu $(load | cut -d' ' -f1)")
+  "$BIN" loadgen dump --events "$DRAIN_EVENTS" --sessions "$SESSIONS" >"$work/drain.jsonl"
+  for r in $(seq "$ROUNDS"); do
+    order="1 2"
+    ((r % 2)) || order="2 1"
+    for n in $order; do
+      use_topics "$run-b$r-$n"
+      lg preload --file "$work/drain.jsonl" >&2
+      b0=$(cpu_us "$broker") t0=$(date +%s.%N)
+      for i in $(seq "$n"); do start_instance "$i"; done
+      drained=$(lg drain --group "$tag" --timeout 300)
+      wall=$(echo "$(date +%s.%N) - $t0" | bc)
+      echo "$drained" >&2
+      guard_cpu=0 guard_sys=0
+      for i in $(seq "$n"); do
+        guard_cpu=$((guard_cpu + $(cpu_us "${pids[i]}"))) guard_sys=$((guard_sys + $(sys_us "${pids[i]}")))
+      done
+      broker_cpu=$(($(cpu_us "$broker") - b0))
+      for i in $(seq "$n"); do stop_instance "$i"; done
+      rate=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$drained")
+      rows+=("$n $rate $wall $guard_cpu $guard_sys $broker_cpu $(load | cut -d' ' -f1)")
+    done
   done
 fi
 load_end=$(load)
 
 python3 - "$INSTANCES" "$THREADS" "$PARTITIONS" "$produced" "$load_secs" "$replayed $refused $rewound" \
   "$load_start" "$load_a" "$load_end" "$DRAIN_EVENTS" "${restarts[*]}" "$check" "${rows[@]}" <<'EOF'
-import sys
+import statistics, sys
 (inst, threads, parts, produced, secs, costs, l0, la, l1, events, restarts,
  check), rows = sys.argv[1:13], sys.argv[13:]
 replayed, refused, rewound = costs.split()
@@ -228,17 +236,21 @@ if rows:
     events = int(events)
     print(f"\n## Drain of {events:,} preloaded events, {threads} stream threads per instance\n")
     print("| instances | events/s (from the first commit) | events/s (from the start) "
-          "| guard CPU us/event | broker CPU us/event | load (1 min) |")
+          "| guard CPU us/event (kernel) | broker CPU us/event | load (1 min) |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    got = []
+    by = {}
     for r in rows:
-        n, rate, wall, guard, broker, lavg = r.split()
-        got.append((int(rate), events / float(wall), int(guard) / events, int(broker) / events))
-        print(f"| {n} | {int(rate):,} | {events / float(wall):,.0f} | {int(guard) / events:.1f} "
-              f"| {int(broker) / events:.1f} | {lavg} |")
-    if len(got) == 2:
-        (r1, w1, g1, b1), (r2, w2, g2, b2) = got
-        print(f"\n2 instances / 1: drain rate {r2 / r1:.2f}x ({w2 / w1:.2f}x from the start), "
+        n, rate, wall, guard, sys_, broker, lavg = r.split()
+        fig = (int(rate), events / float(wall), int(guard) / events, int(broker) / events)
+        by.setdefault(n, []).append(fig)
+        print(f"| {n} | {fig[0]:,} | {fig[1]:,.0f} | {fig[2]:.1f} ({int(sys_) / events:.1f}) "
+              f"| {fig[3]:.1f} | {lavg} |")
+    if len(by) == 2:
+        m = {n: [statistics.median(f[k] for f in figs) for k in range(4)] for n, figs in by.items()}
+        (r1, w1, g1, b1), (r2, w2, g2, b2) = m["1"], m["2"]
+        print(f"\n2 instances / 1 (medians): drain rate {r2 / r1:.2f}x ({w2 / w1:.2f}x from the start), "
               f"guard CPU per event {g2 / g1:.2f}x, broker CPU per event {b2 / b1:.2f}x")
 EOF
+# The event files are large (~290 bytes an event); the events phase A produced are kept.
+rm -f "$work"/chunk.* "$work/fleet.jsonl" "$work/drain.jsonl"
 say "logs in $work; load: $(load)"
