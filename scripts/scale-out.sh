@@ -23,7 +23,7 @@
 #
 #   scripts/scale-out.sh [BIN]
 # Env: KAFKA_BOOTSTRAP_SERVERS (127.0.0.1:19092), INSTANCES (4), THREADS (2),
-#      PARTITIONS (32), RATE (2000), CHUNK_SECS (10), WARMUP (10 s), TAIL (10 s),
+#      PARTITIONS (32), RATE (3000), CHUNK_SECS (10), WARMUP (15 s), TAIL (15 s),
 #      MAX_EVENTS (400000: the most phase A may produce), SESSIONS (3000),
 #      DRAIN_EVENTS (1000000; 0 skips phase B), ROUNDS (2: of phase B's pair of drains),
 #      ADMIN_PORT (19620: instance i listens on ADMIN_PORT + i), SETTLE_TIMEOUT (120 s).
@@ -32,7 +32,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=${1:-target/release/loopguard}
 export KAFKA_BOOTSTRAP_SERVERS=${KAFKA_BOOTSTRAP_SERVERS:-127.0.0.1:19092}
 INSTANCES=${INSTANCES:-4} THREADS=${THREADS:-2} PARTITIONS=${PARTITIONS:-32}
-RATE=${RATE:-2000} CHUNK_SECS=${CHUNK_SECS:-10} WARMUP=${WARMUP:-10} TAIL=${TAIL:-10}
+RATE=${RATE:-3000} CHUNK_SECS=${CHUNK_SECS:-10} WARMUP=${WARMUP:-15} TAIL=${TAIL:-15}
 MAX_EVENTS=${MAX_EVENTS:-400000} SESSIONS=${SESSIONS:-3000} DRAIN_EVENTS=${DRAIN_EVENTS:-1000000}
 ADMIN_PORT=${ADMIN_PORT:-19620} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120} ROUNDS=${ROUNDS:-2}
 run=scale-$(date +%s)-$$
@@ -180,9 +180,15 @@ grep -h -E '^[^ ]+ +(WARN|ERROR) ' "${guard_logs[@]}" | sed -E 's/^[^ ]+ +//; s/
 say "phase A: warnings and errors of the guards, by kind ($work/problems.txt):"
 head -n 12 "$work/problems.txt" >&2
 
-read_topic "$tag-verdicts" "$work/verdicts.txt" >/dev/null
-dead=$(read_topic "$tag-dlq" "$work/dlq.txt")
+# Both topics read at once (each read ends with 10 s of silence), replay meanwhile.
+read_topic "$tag-verdicts" "$work/verdicts.txt" >/dev/null &
+reading_verdicts=$!
+read_topic "$tag-dlq" "$work/dlq.txt" >"$work/dlq.count" &
+reading_dlq=$!
 "$BIN" replay "$work/produced.jsonl" >"$work/replay.jsonl" 2>"$work/replay.log"
+wait "$reading_verdicts" || die "the verdicts topic could not be read"
+wait "$reading_dlq" || die "the dead-letter topic could not be read"
+dead=$(cat "$work/dlq.count")
 check=$(python3 scripts/same_stream.py "$work/verdicts.txt" "$work/replay.jsonl") ||
   die "rolling restart: the verdict stream is not replay's (dump: $work/verdicts.txt, replay: $work/replay.jsonl)"
 [ "$dead" = 0 ] || die "$dead dead letters for valid input: $work/dlq.txt"

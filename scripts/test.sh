@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of loopguard: unit, rule, golden, property and metric-name tests, the
 # integration tests against a real Apache Kafka broker (started here unless
-# KAFKA_BOOTSTRAP_SERVERS is set), the deployment checks (promtool, helm), the client
+# KAFKA_BOOTSTRAP_SERVERS is set), a rolling restart of two guards under load on that
+# broker (scripts/scale-out.sh, short), the deployment checks (promtool, helm), the client
 # libraries' suites against that broker (Python venvs and npm, installed by the script) and
 # the alert rules on a live Prometheus (Debian's package, installed if missing); and that
 # `cargo install` gives a working `loopguard`.
@@ -47,6 +48,11 @@ for d in yaml.safe_load_all(sys.stdin):
   target/debug/loopguard check-config "$out"
 done
 target/debug/loopguard check-config deploy/loopguard.toml
+
+echo "== a rolling restart under load: 2 guards x 2 threads over 8 partitions, each SIGTERM'd and restarted in turn; the verdicts read_committed are loopguard replay's"
+# The short form of scripts/scale-out.sh (docs/benchmarks.md, issue 19): ~1 minute.
+INSTANCES=2 PARTITIONS=8 RATE=1000 CHUNK_SECS=5 WARMUP=3 TAIL=3 MAX_EVENTS=100000 DRAIN_EVENTS=0 \
+  scripts/scale-out.sh target/debug/loopguard
 
 echo "== cargo install, as the README says, into a scratch root; the installed binary runs"
 root=$(mktemp -d)
