@@ -19,7 +19,8 @@
 # instance and, on another fresh topic, of 2 (THREADS threads each), ROUNDS times each;
 # events/s from the group's first commit and from the guards' start, the guards' CPU time
 # per event (user + system from /proc since their start, summed over the instances) and
-# the broker's. A Markdown table, with the load average.
+# the broker's, the guards' committed transactions and judged-through markers. A Markdown
+# table, with the load average.
 #
 #   scripts/scale-out.sh [BIN]
 # Env: KAFKA_BOOTSTRAP_SERVERS (127.0.0.1:19092), INSTANCES (4), THREADS (2),
@@ -210,14 +211,17 @@ if [ "$DRAIN_EVENTS" != 0 ]; then
       drained=$(lg drain --group "$tag" --timeout 300)
       wall=$(echo "$(date +%s.%N) - $t0" | bc)
       echo "$drained" >&2
-      guard_cpu=0 guard_sys=0
+      guard_cpu=0 guard_sys=0 commits=0 markers=0
       for i in $(seq "$n"); do
         guard_cpu=$((guard_cpu + $(cpu_us "${pids[i]}"))) guard_sys=$((guard_sys + $(sys_us "${pids[i]}")))
+        read -r c m < <(admin "$i" metrics | awk '$1 == "loopguard_transactions_total{outcome=\"commit\"}" { c = $2 }
+          $1 == "loopguard_judged_markers_total" { m = $2 } END { print c + 0, m + 0 }')
+        commits=$((commits + c)) markers=$((markers + m))
       done
       broker_cpu=$(($(cpu_us "$broker") - b0))
       for i in $(seq "$n"); do stop_instance "$i"; done
       rate=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$drained")
-      rows+=("$n $rate $wall $guard_cpu $guard_sys $broker_cpu $(load | cut -d' ' -f1)")
+      rows+=("$n $rate $wall $guard_cpu $guard_sys $broker_cpu $commits $markers $(load | cut -d' ' -f1)")
     done
   done
 fi
@@ -242,15 +246,15 @@ if rows:
     events = int(events)
     print(f"\n## Drain of {events:,} preloaded events, {threads} stream threads per instance\n")
     print("| instances | events/s (from the first commit) | events/s (from the start) "
-          "| guard CPU us/event (kernel) | broker CPU us/event | load (1 min) |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| guard CPU us/event (kernel) | broker CPU us/event | transactions | markers | load (1 min) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     by = {}
     for r in rows:
-        n, rate, wall, guard, sys_, broker, lavg = r.split()
+        n, rate, wall, guard, sys_, broker, commits, markers, lavg = r.split()
         fig = (int(rate), events / float(wall), int(guard) / events, int(broker) / events)
         by.setdefault(n, []).append(fig)
         print(f"| {n} | {fig[0]:,} | {fig[1]:,.0f} | {fig[2]:.1f} ({int(sys_) / events:.1f}) "
-              f"| {fig[3]:.1f} | {lavg} |")
+              f"| {fig[3]:.1f} | {int(commits):,} | {int(markers):,} | {lavg} |")
     if len(by) == 2:
         m = {n: [statistics.median(f[k] for f in figs) for k in range(4)] for n, figs in by.items()}
         (r1, w1, g1, b1), (r2, w2, g2, b2) = m["1"], m["2"]
