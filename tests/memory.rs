@@ -107,9 +107,10 @@ const SESSIONS: usize = 200;
 type State<'a> = (&'static str, Box<dyn Fn(&mut Feed) + 'a>);
 
 /// Builds `SESSIONS` sessions in one state, `hot` of them keeping their text lookup tables,
-/// then frozen if `freeze`; returns (estimate, real heap, binary and JSON snapshots) per
-/// session.
-fn measure(state: &dyn Fn(&mut Feed), hot: usize, freeze: bool) -> [usize; 4] {
+/// then, with `idle_until` (an event number of another session: 20 ms each), left idle
+/// until then (frozen after a minute, deflated if long after ten); returns (estimate, real
+/// heap, binary and JSON snapshots) per session.
+fn measure(state: &dyn Fn(&mut Feed), hot: usize, idle_until: Option<u64>) -> [usize; 4] {
     let feeds: Vec<Feed> = (0..SESSIONS)
         .map(|i| {
             let mut f = Feed::new(format!("session-{i:06}"));
@@ -139,9 +140,9 @@ fn measure(state: &dyn Fn(&mut Feed), hot: usize, freeze: bool) -> [usize; 4] {
         engine.handle_event(e.clone(), &mut out);
         out.clear();
     }
-    if freeze {
+    if let Some(n) = idle_until {
         let mut tick = Feed::new("tick".into());
-        tick.n = 30_000;
+        tick.n = n;
         tick.push(Body::Compaction);
         engine.handle_event(tick.events.pop().unwrap(), &mut out);
         engine.forget("tick");
@@ -208,15 +209,16 @@ fn bytes_per_session() {
     println!("|---|---|---:|---:|---:|---:|");
     for (name, state) in &states {
         let idle = name.starts_with("idle");
-        for (tables, hot, freeze) in [
-            ("kept (hot)", SESSIONS, false),
-            ("freed (cold)", 0, false),
-            ("frozen (idle 60 s)", 0, true),
+        for (tables, hot, idle_until) in [
+            ("kept (hot)", SESSIONS, None),
+            ("freed (cold)", 0, None),
+            ("frozen (idle 60 s)", 0, Some(5_000)),
+            ("frozen, idle 20 min (deflated if long)", 0, Some(60_000)),
         ] {
-            if freeze && !idle {
+            if idle_until.is_some() && !idle {
                 continue;
             }
-            let [estimate, real, binary, json] = measure(state.as_ref(), hot, freeze);
+            let [estimate, real, binary, json] = measure(state.as_ref(), hot, idle_until);
             println!("| {name} | {tables} | {estimate} | {real} | {binary} | {json} |");
         }
     }

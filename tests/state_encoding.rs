@@ -314,14 +314,13 @@ fn some_states() -> &'static [Vec<u8>] {
             .iter()
             .map(|id| e.snapshot(id).unwrap())
             .collect();
-        // Frozen ones too, deflated when long.
-        let frozen: Vec<Vec<u8>> = states
+        // Deflated ones too.
+        let deflated: Vec<Vec<u8>> = states
             .iter()
-            .map(|s| snapshot::encode_frozen(&snapshot::decode(s).unwrap()))
-            .filter(|s| s[0] == FORMAT_BINARY_DEFLATE)
+            .filter_map(|s| snapshot::deflated(s))
             .collect();
-        states.extend(frozen);
-        states.push(snapshot::encode_frozen(&long_state()));
+        states.extend(deflated);
+        states.extend(snapshot::deflated(&snapshot::encode(&long_state())));
         states
     })
 }
@@ -394,13 +393,16 @@ fn long_state() -> loopguard::engine::rules::SessionState {
     snapshot::decode(&e.snapshot("long").unwrap()).unwrap()
 }
 
-/// An idle session frozen after a long response is deflated: the same state back, in
-/// well under the bytes of its LZ4 record; short states freeze as they hand over.
+/// A session frozen after a long response and idle for long is deflated: the same state
+/// back, in well under the bytes of its LZ4 record, handed over as LZ4; short states stay
+/// as they are.
 #[test]
 fn long_frozen_states_are_deflated_and_read_back() {
     let state = long_state();
     let lz4 = snapshot::encode(&state);
-    let frozen = snapshot::encode_frozen(&state);
+    let frozen = snapshot::deflated(&lz4).expect("a long state deflates");
+    assert_eq!(snapshot::deflated(&frozen), None, "deflated once");
+    assert_eq!(snapshot::for_hand_over(&frozen), lz4, "handed over as LZ4");
     assert_eq!(lz4[0], FORMAT_BINARY_LZ4);
     assert_eq!(frozen[0], FORMAT_BINARY_DEFLATE);
     let back = snapshot::decode(&frozen).expect("a frozen state decodes");
@@ -427,19 +429,13 @@ fn long_frozen_states_are_deflated_and_read_back() {
     let mut out = Vec::new();
     run(&mut e, &fleet()[..400], &mut out);
     for id in e.session_ids() {
-        let state = snapshot::decode(&e.snapshot(&id).unwrap()).unwrap();
-        let frozen = snapshot::encode_frozen(&state);
-        assert_eq!(
-            snapshot::decode(&frozen).map(|s| snapshot::encode(&s)).ok(),
-            Some(snapshot::encode(&state)),
-            "{id}"
-        );
-        if snapshot::encode(&state)[0] == FORMAT_BINARY {
-            assert_eq!(
-                frozen,
-                snapshot::encode(&state),
-                "{id}: short states are not packed"
-            );
+        let record = e.snapshot(&id).unwrap();
+        match snapshot::deflated(&record) {
+            Some(frozen) => assert_eq!(snapshot::for_hand_over(&frozen), record, "{id}"),
+            None => assert!(
+                record.len() < 4096,
+                "{id}: only short states stay as they are"
+            ),
         }
     }
 }

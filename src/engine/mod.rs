@@ -120,6 +120,10 @@ pub struct Changes {
 }
 
 const SWEEP_EVERY_MS: i64 = 60_000;
+/// A frozen session idle this many times `freeze_idle_ms` (10 minutes by default) is
+/// deflated if long: the sessions that stay away are the ones an instance holds by the
+/// million, and they pay the deflate once (docs/decisions.md (ce)).
+const DEFLATE_AFTER_FREEZE_IDLE: i64 = 10;
 
 /// The engine's own event-time clock: what decides when idle sessions are swept. Handed
 /// over with the sessions, so a restored engine sweeps exactly when its predecessor would.
@@ -377,6 +381,11 @@ impl Engine {
             self.last_sweep = boundary;
             let horizon = self.watermark.saturating_sub(self.limits.session_ttl_ms);
             let freeze = self.watermark.saturating_sub(self.limits.freeze_idle_ms);
+            let deep = self.watermark.saturating_sub(
+                self.limits
+                    .freeze_idle_ms
+                    .saturating_mul(DEFLATE_AFTER_FREEZE_IDLE),
+            );
             let mut idle: Vec<String> = Vec::new();
             for (id, slot) in self.sessions.iter_mut() {
                 let last = slot.last_ms();
@@ -384,6 +393,9 @@ impl Engine {
                     idle.push(id.clone());
                 } else if last < freeze {
                     slot.freeze();
+                    if last < deep {
+                        slot.deepen();
+                    }
                 }
             }
             idle.sort();

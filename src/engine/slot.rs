@@ -1,6 +1,6 @@
 //! One session as the engine keeps it: live (its detector state in memory), or frozen
 //! while idle (its state in the binary encoding, a few hundred bytes to a few KB; a long
-//! one deflated), thawed by its next event. Freezing and thawing are a hand-over to oneself: the
+//! one deflated once idle for long), thawed by its next event. Freezing and thawing are a hand-over to oneself: the
 //! property and golden tests that hold a hand-over to its verdicts hold this too. Pure.
 
 use super::policy::Policy;
@@ -74,9 +74,19 @@ impl Slot {
         if let Session::Live(state) = &self.session {
             // An allocation of exactly its size: the encoder's buffer is sized for the
             // worst case, and an allocator may keep a shrunk block whole.
-            let bytes = Box::from(snapshot::encode_frozen(state).as_slice());
+            let bytes = Box::from(snapshot::encode(state).as_slice());
             let last_ms = state.last_ms;
             self.session = Session::Frozen { last_ms, bytes };
+        }
+    }
+
+    /// A frozen session idle for long: its state deflated if long (smaller, costlier to
+    /// pack, so only for sessions that stayed away).
+    pub fn deepen(&mut self) {
+        if let Session::Frozen { bytes, .. } = &mut self.session {
+            if let Some(deflated) = snapshot::deflated(bytes) {
+                *bytes = deflated.into_boxed_slice();
+            }
         }
     }
 

@@ -8,9 +8,9 @@
 //! - `FORMAT_BINARY_LZ4`: the same, then an LZ4 block with its length first (larger
 //!   states: the text tails).
 //! - `FORMAT_BINARY_DEFLATE`: the same, then raw deflate, its length first: a long state
-//!   frozen while idle (kept for minutes, where bytes matter more than the time to pack it
-//!   once). In memory only: its checkpoint is re-packed as LZ4 (`for_hand_over`), so every
-//!   build since issue 19 reads every record.
+//!   frozen and idle for long (kept for a long time, where bytes matter more than the time
+//!   to pack it once). In memory only: its checkpoint is re-packed as LZ4
+//!   (`for_hand_over`), so every build since issue 19 reads every record.
 //!
 //! postcard is not self-describing: the state types must serialize every field every time
 //! (no `skip_serializing_if`, `flatten` or `untagged`), and a build whose state types have
@@ -24,7 +24,7 @@ use super::rules::SessionState;
 pub const FORMAT_BINARY: u8 = 1;
 /// Postcard, then an LZ4 block (its uncompressed length first).
 pub const FORMAT_BINARY_LZ4: u8 = 2;
-/// Postcard, then raw deflate (`encode_frozen`, long states).
+/// Postcard, then raw deflate, its length first (`deflated`: long states long idle).
 pub const FORMAT_BINARY_DEFLATE: u8 = 3;
 /// The first byte of a JSON state (an object).
 const FORMAT_JSON: u8 = b'{';
@@ -38,9 +38,9 @@ pub const LAYOUT: u8 = 1;
 /// LZ4 rather than deflate: over the fleet's states deflate (level 1) saved another 6 %
 /// but took 6x the time (docs/decisions.md (ca)).
 const COMPRESS_FROM: usize = 384;
-/// A frozen state of at least this many postcard bytes is deflated rather than LZ4'd:
+/// A frozen state of at least this many postcard bytes is deflated once long idle:
 /// deflate's entropy coding keeps text that LZ4 cannot (a 20 KB response in Chinese and
-/// English: 12.3 KB as LZ4, 7-8 KB deflated), at ~6x LZ4's time, once per idle spell.
+/// English: 12.3 KB as LZ4, 7.5 KB deflated), at ~1 ms a state (docs/decisions.md (ce)).
 const DEFLATE_FROM: usize = 4096;
 /// deflate's level for frozen states (miniz: 1 fastest, 9 smallest).
 const DEFLATE_LEVEL: u8 = 6;
@@ -75,24 +75,24 @@ pub fn encode(state: &SessionState) -> Vec<u8> {
     lz4(body)
 }
 
-/// The state as a session frozen while idle keeps it: as `encode`, but a long one
-/// deflated.
-pub fn encode_frozen(state: &SessionState) -> Vec<u8> {
-    let out = postcard_with_header(state);
-    let body = &out[2..];
-    if body.len() < DEFLATE_FROM {
-        return if body.len() < COMPRESS_FROM {
-            out
-        } else {
-            lz4(body)
-        };
+/// A frozen state long idle, deflated: an LZ4 record of at least `DEFLATE_FROM` postcard
+/// bytes re-packed; None for any other record (short ones, or deflated already).
+pub fn deflated(frozen: &[u8]) -> Option<Vec<u8>> {
+    let (&[format, layout], body) = frozen.split_first_chunk::<2>()?;
+    if format != FORMAT_BINARY_LZ4 || layout != LAYOUT {
+        return None;
     }
-    let packed = miniz_oxide::deflate::compress_to_vec(body, DEFLATE_LEVEL);
-    let mut frozen = Vec::with_capacity(6 + packed.len());
-    frozen.extend_from_slice(&[FORMAT_BINARY_DEFLATE, LAYOUT]);
-    frozen.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    frozen.extend_from_slice(&packed);
-    frozen
+    let (size, _) = lz4_flex::block::uncompressed_size(body).ok()?;
+    if size < DEFLATE_FROM {
+        return None;
+    }
+    let body = lz4_flex::block::decompress_size_prepended(body).ok()?;
+    let packed = miniz_oxide::deflate::compress_to_vec(&body, DEFLATE_LEVEL);
+    let mut out = Vec::with_capacity(6 + packed.len());
+    out.extend_from_slice(&[FORMAT_BINARY_DEFLATE, LAYOUT]);
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&packed);
+    Some(out)
 }
 
 /// A frozen state's bytes in the hand-over encoding: as they are, unless deflated (then
