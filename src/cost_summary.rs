@@ -69,7 +69,7 @@ impl CostSummary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "what loops cost: {loops} loops; {tokens} of {} tokens ({}) and {:.4} of {:.4} in cost ({}) were spent in them ({} usage reports)",
+            "what loops cost: {loops} loops ended (open ones count in the tokens); {tokens} of {} tokens ({}) and {:.4} of {:.4} in cost ({}) were spent in them ({} usage reports)",
             self.tokens,
             share(tokens as f64, self.tokens as f64),
             cost,
@@ -83,7 +83,7 @@ impl CostSummary {
         let _ = writeln!(
             s,
             "  {:<26} {:>6} {:>10} {:>10} {:>9} {:>12}",
-            "rule", "loops", "tokens", "cost", "seconds", "saved (est.)"
+            "rule", "ended", "tokens", "cost", "seconds", "saved (est.)"
         );
         for (rule, r) in &self.by_rule {
             let _ = writeln!(

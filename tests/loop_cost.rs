@@ -158,8 +158,8 @@ fn replay_summary_prints_what_the_loops_cost() {
     assert!(o.status.success());
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "what loops cost: 2 loops; 5720 of 7460 tokens (76.7 %) and 0.0168 of 0.0199 in cost (84.4 %) were spent in them (5 usage reports)\n\
-         \x20 rule                        loops     tokens       cost   seconds saved (est.)\n\
+        "what loops cost: 2 loops ended (open ones count in the tokens); 5720 of 7460 tokens (76.7 %) and 0.0168 of 0.0199 in cost (84.4 %) were spent in them (5 usage reports)\n\
+         \x20 rule                        ended     tokens       cost   seconds saved (est.)\n\
          \x20 tool.exact_repeat               1       5720     0.0168       5.2       328510\n\
          \x20 tool.error_repeat               1          0     0.0000       3.2            0\n\
          saved (estimate): 328510 tokens: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed\n"
