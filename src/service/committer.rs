@@ -13,6 +13,7 @@
 //!   the flush (the offsets, the commit request and the coordinator's answer) is the part
 //!   of a commit the stream thread no longer waits for.
 
+use super::membership::Membership;
 use super::txn::{abort_transaction_of, classify, commit_transaction_of, create};
 use super::txn::{Aborted, Class, GuardProducer, TXN_TIMEOUT};
 use crate::config::Config;
@@ -22,11 +23,12 @@ use rdkafka::producer::Producer;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 /// A transaction to commit: its producer (with its transactional id's instance part), the
-/// consumed offsets and the group's metadata when they were taken.
+/// consumed offsets and the group's metadata when they were taken (sent only when the
+/// commit thread cannot read the consumer's own at sending time: `membership`).
 pub struct Handoff {
     pub producer: GuardProducer,
     pub instance: String,
@@ -98,11 +100,16 @@ struct Job {
     done: mpsc::SyncSender<Settled>,
 }
 
+/// The consumer's membership, read just before a commit sends its offsets; set once the
+/// consumer exists (it is created after its worker, and so after this thread).
+type MembershipSlot = Arc<OnceLock<Box<dyn Membership>>>;
+
 /// The commit thread of one stream thread; it stops when dropped.
 pub struct Committer {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
     cfg: Arc<Config>,
+    membership: MembershipSlot,
 }
 
 impl Committer {
@@ -110,11 +117,14 @@ impl Committer {
     pub fn start(cfg: Arc<Config>, instance: &str) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread_cfg = cfg.clone();
+        let membership = MembershipSlot::default();
+        let thread_membership = membership.clone();
         let thread = std::thread::Builder::new()
             .name(format!("commit-{instance}"))
             .spawn(move || {
                 for job in queue {
-                    let settled = commit(&thread_cfg, job.handoff, &job.flushed);
+                    let current = thread_membership.get().map(|m| &**m);
+                    let settled = commit(&thread_cfg, job.handoff, &job.flushed, current);
                     // The stream thread may be gone (shutdown): nothing waits then.
                     let _ = job.done.send(settled);
                 }
@@ -123,7 +133,16 @@ impl Committer {
             jobs: Some(jobs),
             thread: Some(thread),
             cfg,
+            membership,
         })
+    }
+
+    /// From now on, commits send their offsets under the membership `source` holds when
+    /// they send them. Only the first call counts.
+    pub fn read_membership_from(&self, source: Box<dyn Membership>) {
+        if self.membership.set(source).is_err() {
+            tracing::warn!("the commit thread already reads a membership");
+        }
     }
 
     /// Hands `handoff` to the thread. When the thread is gone, commits it here and returns
@@ -149,7 +168,8 @@ impl Committer {
             }),
             Err(job) => {
                 tracing::warn!("commit thread gone: committing on the stream thread");
-                Err(Box::new(commit(&self.cfg, job.handoff, &job.flushed)))
+                let current = self.membership.get().map(|m| &**m);
+                Err(Box::new(commit(&self.cfg, job.handoff, &job.flushed, current)))
             }
         }
     }
@@ -190,14 +210,27 @@ impl Drop for Committer {
     fn drop(&mut self) {
         self.jobs = None; // ends the thread's queue
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // The commit thread holds the consumer for a moment while it reads the
+            // membership; if the stream thread let go of the consumer meanwhile (an error
+            // path), that moment's end drops the consumer, its worker and so this, there:
+            // the thread ends by itself once its queue is gone.
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
         }
     }
 }
 
 /// Flushes (then opens `flushed`), sends the offsets and commits; on a failure other than
 /// fencing, aborts the transaction so the producer can begin another (or replaces it).
-fn commit(cfg: &Config, handoff: Handoff, flushed: &Gate) -> Settled {
+/// The offsets go under the group metadata `membership` holds after the flush, when there
+/// is one to read (`membership`), else under the handed-off one.
+fn commit(
+    cfg: &Config,
+    handoff: Handoff,
+    flushed: &Gate,
+    membership: Option<&dyn Membership>,
+) -> Settled {
     let Handoff {
         producer,
         instance,
@@ -207,7 +240,9 @@ fn commit(cfg: &Config, handoff: Handoff, flushed: &Gate) -> Settled {
     let opener = OpenOnDrop(flushed);
     let flush = producer.flush(TXN_TIMEOUT);
     drop(opener);
-    let result = flush.and_then(|()| commit_transaction_of(&producer, &offsets, group.as_ref()));
+    let result = flush
+        .and_then(|()| group_for(&offsets, group, membership))
+        .and_then(|group| commit_transaction_of(&producer, &offsets, group.as_ref()));
     // A failed begin is left to the stream thread's, which replaces the producer.
     let begun = result.is_ok() && producer.begin_transaction().is_ok();
     let producer = match &result {
@@ -230,5 +265,22 @@ fn commit(cfg: &Config, handoff: Handoff, flushed: &Gate) -> Settled {
         instance,
         result,
         begun,
+    }
+}
+
+/// The group metadata to send `offsets` under: the consumer's now when it can be read (a
+/// member that no longer holds them sends nothing), else the one handed off.
+fn group_for(
+    offsets: &TopicPartitionList,
+    handed_off: Option<ConsumerGroupMetadata>,
+    membership: Option<&dyn Membership>,
+) -> Result<Option<ConsumerGroupMetadata>, KafkaError> {
+    match membership {
+        Some(m) if offsets.count() > 0 && handed_off.is_some() => {
+            m.current_for(offsets).map(Some).inspect_err(|e| {
+                tracing::warn!(error = %e, "not a member holding the batch's partitions: aborting its commit")
+            })
+        }
+        _ => Ok(handed_off),
     }
 }

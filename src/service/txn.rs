@@ -9,6 +9,7 @@
 //! transactional id) must stop: the service exits and its successor carries on.
 
 use super::committer::{Committer, Handoff, InFlight, Settled};
+use super::membership::Membership;
 use crate::config::{Config, Delivery};
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, KafkaResult};
@@ -160,6 +161,14 @@ impl TxnProducer {
             in_flight.flushed.wait();
         }
         &self.inner
+    }
+
+    /// Pipelined commits send their offsets under the membership `source` holds when they
+    /// send them (`membership`); without a commit thread, commits take it inline anyway.
+    pub fn read_membership_from(&self, source: Box<dyn Membership>) {
+        if let Some(committer) = &self.committer {
+            committer.read_membership_from(source);
+        }
     }
 
     /// True while a handed-off commit has not been settled.

@@ -109,6 +109,11 @@ impl Worker {
         self.shared.refresh_session_gauge();
     }
 
+    /// Pipelined commits send their offsets under the membership `source` holds then.
+    pub fn read_membership_from(&self, source: Box<dyn super::membership::Membership>) {
+        self.producer.read_membership_from(source);
+    }
+
     /// True when this thread owns `partition`.
     pub fn owns(&self, partition: i32) -> bool {
         self.parts.contains_key(&partition)
