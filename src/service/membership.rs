@@ -73,3 +73,57 @@ impl<C: ConsumerContext + 'static> Membership for ConsumerMembership<C> {
         Ok(group)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::Offset;
+    use std::sync::Arc;
+
+    /// A group consumer that never reaches a broker: its assignment is what `assign` sets.
+    fn consumer() -> Arc<BaseConsumer> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("group.id", "membership-test")
+            .create()
+            .expect("consumer");
+        Arc::new(consumer)
+    }
+
+    fn offsets(partition: i32) -> TopicPartitionList {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset("events", partition, Offset::Offset(7))
+            .expect("offset");
+        tpl
+    }
+
+    #[test]
+    fn a_batch_of_assigned_partitions_commits_under_the_current_metadata() {
+        let consumer = consumer();
+        let mut assigned = TopicPartitionList::new();
+        assigned.add_partition("events", 0);
+        assigned.add_partition("events", 1);
+        consumer.assign(&assigned).expect("assign");
+        let membership = ConsumerMembership::new(Arc::downgrade(&consumer));
+        assert!(membership.current_for(&offsets(1)).is_ok());
+    }
+
+    #[test]
+    fn a_partition_no_longer_assigned_sends_nothing() {
+        let consumer = consumer();
+        let mut assigned = TopicPartitionList::new();
+        assigned.add_partition("events", 0);
+        consumer.assign(&assigned).expect("assign");
+        let membership = ConsumerMembership::new(Arc::downgrade(&consumer));
+        assert!(membership.current_for(&offsets(1)).is_err());
+    }
+
+    #[test]
+    fn a_consumer_gone_sends_nothing() {
+        let consumer = consumer();
+        let membership = ConsumerMembership::new(Arc::downgrade(&consumer));
+        drop(consumer);
+        assert!(membership.current_for(&offsets(0)).is_err());
+    }
+}
