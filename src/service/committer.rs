@@ -169,7 +169,12 @@ impl Committer {
             Err(job) => {
                 tracing::warn!("commit thread gone: committing on the stream thread");
                 let current = self.membership.get().map(|m| &**m);
-                Err(Box::new(commit(&self.cfg, job.handoff, &job.flushed, current)))
+                Err(Box::new(commit(
+                    &self.cfg,
+                    job.handoff,
+                    &job.flushed,
+                    current,
+                )))
             }
         }
     }
@@ -210,10 +215,9 @@ impl Drop for Committer {
     fn drop(&mut self) {
         self.jobs = None; // ends the thread's queue
         if let Some(thread) = self.thread.take() {
-            // The commit thread holds the consumer for a moment while it reads the
-            // membership; if the stream thread let go of the consumer meanwhile (an error
-            // path), that moment's end drops the consumer, its worker and so this, there:
-            // the thread ends by itself once its queue is gone.
+            // Never the commit thread itself, as the consumer (whose context owns this) is
+            // dropped by its stream thread (`SharedConsumer`); if it were, joining itself
+            // would panic, while the thread ends by itself once its queue is gone.
             if thread.thread().id() != std::thread::current().id() {
                 let _ = thread.join();
             }

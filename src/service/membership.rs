@@ -16,15 +16,19 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
 use std::collections::HashSet;
-use std::sync::Weak;
+use std::ops::Deref;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// Where the commit thread reads the consumer's group membership.
 pub trait Membership: Send + Sync {
     /// The group metadata to commit `offsets` with, as the consumer holds it now; an error
     /// when the consumer is gone, its assignment is lost or a partition of `offsets` is no
     /// longer in it (the caller aborts the batch and the stream thread rewinds).
-    fn current_for(&self, offsets: &TopicPartitionList)
-        -> Result<ConsumerGroupMetadata, KafkaError>;
+    fn current_for(
+        &self,
+        offsets: &TopicPartitionList,
+    ) -> Result<ConsumerGroupMetadata, KafkaError>;
 }
 
 /// A stream thread's consumer, held weakly: the consumer's context owns the worker, which
@@ -36,6 +40,57 @@ pub struct ConsumerMembership<C: ConsumerContext + 'static> {
 impl<C: ConsumerContext + 'static> ConsumerMembership<C> {
     pub fn new(consumer: Weak<BaseConsumer<C>>) -> Self {
         ConsumerMembership { consumer }
+    }
+}
+
+/// A stream thread's consumer, shared weakly with its commit thread, and always dropped
+/// by its owner: when dropped it waits until the commit thread is not using it. Were the
+/// commit thread left with the last reference, closing the consumer there would serve the
+/// revoke callback there, which waits for that very commit to settle.
+pub struct SharedConsumer<C: ConsumerContext + 'static> {
+    consumer: Option<Arc<BaseConsumer<C>>>,
+}
+
+impl<C: ConsumerContext + 'static> SharedConsumer<C> {
+    pub fn new(consumer: BaseConsumer<C>) -> Self {
+        SharedConsumer {
+            consumer: Some(Arc::new(consumer)),
+        }
+    }
+
+    /// The membership the commit thread reads.
+    pub fn membership(&self) -> ConsumerMembership<C> {
+        ConsumerMembership::new(Arc::downgrade(
+            self.consumer.as_ref().expect("until dropped"),
+        ))
+    }
+}
+
+impl<C: ConsumerContext + 'static> Deref for SharedConsumer<C> {
+    type Target = BaseConsumer<C>;
+
+    fn deref(&self) -> &BaseConsumer<C> {
+        self.consumer.as_ref().expect("until dropped")
+    }
+}
+
+impl<C: ConsumerContext + 'static> Drop for SharedConsumer<C> {
+    fn drop(&mut self) {
+        let mut shared = self.consumer.take();
+        // The commit thread holds it for two calls at most (a few milliseconds); once this
+        // is the only reference, it cannot take another.
+        while let Some(consumer) = shared {
+            match Arc::try_unwrap(consumer) {
+                Ok(consumer) => {
+                    drop(consumer);
+                    return;
+                }
+                Err(consumer) => {
+                    shared = Some(consumer);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
     }
 }
 

@@ -150,14 +150,12 @@ pub fn run_consumer(
     );
     let worker = Worker::new(cfg.clone(), shared.clone(), producer, reader);
     let context = GuardContext::new(worker, shared.clone(), cfg.kafka.events_topic.clone());
-    let consumer: Arc<BaseConsumer<GuardContext>> =
-        Arc::new(kafka::consumer_config(&cfg).create_with_context(context)?);
-    // Weakly: the consumer's context owns the worker and so the commit thread.
-    let membership = membership::ConsumerMembership::new(Arc::downgrade(&consumer));
+    let consumer: membership::SharedConsumer<GuardContext> =
+        membership::SharedConsumer::new(kafka::consumer_config(&cfg).create_with_context(context)?);
     consumer
         .context()
         .lock()
-        .read_membership_from(Box::new(membership));
+        .read_membership_from(Box::new(consumer.membership()));
     consumer.subscribe(&[&cfg.kafka.events_topic])?;
     tracing::info!(instance = %instance, topic = %cfg.kafka.events_topic, group = %cfg.kafka.group_id, "consuming");
     let result = stream_loop(&consumer, &stop);
