@@ -1,7 +1,8 @@
 //! One session as the engine keeps it: live (its detector state in memory), or frozen
 //! while idle (its state in the binary encoding, a few hundred bytes to a few KB; a long
-//! one deflated once idle for long), thawed by its next event. Freezing and thawing are a hand-over to oneself: the
-//! property and golden tests that hold a hand-over to its verdicts hold this too. Pure.
+//! one deflated once idle for long), thawed by its next event. Freezing and thawing are a
+//! hand-over to oneself: the property and golden tests that hold a hand-over to its
+//! verdicts hold this too. Pure.
 
 use super::policy::Policy;
 use super::rules::SessionState;

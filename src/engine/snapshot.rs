@@ -96,12 +96,14 @@ pub fn deflated(frozen: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A frozen state's bytes in the hand-over encoding: as they are, unless deflated (then
-/// re-packed as `encode` would have written the state).
+/// its postcard re-packed as LZ4, the bytes `encode` writes for the state).
 pub fn for_hand_over(frozen: &[u8]) -> Vec<u8> {
-    if frozen.first() != Some(&FORMAT_BINARY_DEFLATE) {
-        return frozen.to_vec();
+    match frozen.split_first_chunk::<2>() {
+        Some((&[FORMAT_BINARY_DEFLATE, LAYOUT], body)) => {
+            lz4(&inflate(body).expect("a state this build deflated inflates again"))
+        }
+        _ => frozen.to_vec(),
     }
-    encode(&decode(frozen).expect("a state this build froze decodes again"))
 }
 
 /// The format and layout bytes, then the postcard of `state`.

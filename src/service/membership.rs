@@ -146,6 +146,14 @@ mod tests {
         Arc::new(consumer)
     }
 
+    fn assign(consumer: &BaseConsumer, partitions: &[i32]) {
+        let mut assigned = TopicPartitionList::new();
+        for &p in partitions {
+            assigned.add_partition("events", p);
+        }
+        consumer.assign(&assigned).expect("assign");
+    }
+
     fn offsets(partition: i32) -> TopicPartitionList {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset("events", partition, Offset::Offset(7))
@@ -156,10 +164,7 @@ mod tests {
     #[test]
     fn a_batch_of_assigned_partitions_commits_under_the_current_metadata() {
         let consumer = consumer();
-        let mut assigned = TopicPartitionList::new();
-        assigned.add_partition("events", 0);
-        assigned.add_partition("events", 1);
-        consumer.assign(&assigned).expect("assign");
+        assign(&consumer, &[0, 1]);
         let membership = ConsumerMembership::new(Arc::downgrade(&consumer));
         assert!(membership.current_for(&offsets(1)).is_ok());
     }
@@ -167,9 +172,7 @@ mod tests {
     #[test]
     fn a_partition_no_longer_assigned_sends_nothing() {
         let consumer = consumer();
-        let mut assigned = TopicPartitionList::new();
-        assigned.add_partition("events", 0);
-        consumer.assign(&assigned).expect("assign");
+        assign(&consumer, &[0]);
         let membership = ConsumerMembership::new(Arc::downgrade(&consumer));
         assert!(membership.current_for(&offsets(1)).is_err());
     }
