@@ -14,3 +14,17 @@ broker_pid() {
   fi
   echo "$pid"
 }
+# jit_us PID: user + system time so far of a JVM's JIT compiler threads (C1, C2). A broker
+# still compiles minutes after its start (each round of a benchmark reaches code it had not
+# run often enough yet): its compilers' time is a warm-up cost, not the work per request.
+jit_us() {
+  local sum=0 f s
+  for f in /proc/"$1"/task/*/stat; do
+    s=$(cat "$f" 2>/dev/null) || continue
+    case ${s#*(} in "C1 Compiler"* | "C2 Compiler"*) ;; *) continue ;; esac
+    # shellcheck disable=SC2086 # the fields after the name, split on purpose
+    set -- ${s##*) }
+    sum=$((sum + ${12} + ${13}))
+  done
+  echo $((sum * 1000000 / tck))
+}

@@ -65,6 +65,9 @@ pub struct KafkaConfig {
     /// Judged-through markers (docs/contract.md): written once the consumer has no event
     /// ready, and at the latest this many ms after the first event they cover.
     pub judged_max_ms: u64,
+    /// Under a backlog, markers and commits may be spaced up to this share (percent) of
+    /// how long the events waited in the topic (`service::worker::pace`); 0: never.
+    pub backlog_pace_percent: u64,
     #[serde(default)]
     pub properties: BTreeMap<String, Value>,
 }

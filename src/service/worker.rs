@@ -4,6 +4,7 @@
 
 mod commit;
 mod markers;
+mod pace;
 mod policy;
 mod restore;
 mod rewind;
@@ -47,6 +48,8 @@ pub struct Worker {
     held: Vec<markers::Held>,
     /// Since when judged events wait for their judged-through marker (`markers.rs`).
     markers_owed_since: Option<Instant>,
+    /// How far behind its events the thread is (`pace.rs`).
+    pace: pace::Pace,
     /// A fatal error seen inside a callback, for the loop to act on.
     pub fatal: Option<String>,
     /// A batch failed: the engines are ahead of the last commit. Nothing commits until the
@@ -87,6 +90,7 @@ impl Worker {
             verdicts: Vec::new(),
             held: Vec::new(),
             markers_owed_since: None,
+            pace: pace::Pace::default(),
             fatal: None,
             needs_rewind: false,
             retries: Retries::new(cfg.kafka.max_record_retries.get()),
@@ -238,6 +242,8 @@ impl Worker {
             // Dead letters and given-up records did not read the clock above.
             self.now = Instant::now();
         }
+        let now_ms = self.clock.ms_at(self.now);
+        self.pace.waited(msg.timestamp().to_millis(), now_ms);
         if let Some(part) = self.parts.get_mut(&partition) {
             part.processed(msg.offset());
             // Judged, whatever became of it: its marker says so (docs/contract.md).

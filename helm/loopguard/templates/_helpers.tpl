@@ -107,7 +107,7 @@ delivery = {{ $k.delivery | toJson }}
 transactional_id_prefix = {{ $k.transactional_id_prefix | toJson }}
 batch_max_events = {{ $k.batch_max_events | int64 }}
 batch_max_ms = {{ $k.batch_max_ms | int64 }}
-{{- range $key := list "checkpoint_max_ms" "checkpoint_max_events" "queue_max_messages" "queue_max_kbytes" "threads" }}
+{{- range $key := list "checkpoint_max_ms" "checkpoint_max_events" "queue_max_messages" "queue_max_kbytes" "threads" "judged_max_ms" "backlog_pace_percent" }}
 {{- if hasKey $k $key }}
 {{ $key }} = {{ get $k $key | int64 }}
 {{- end }}

@@ -13,18 +13,20 @@ use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 
 impl Worker {
-    /// True when the batch should be committed: `batch_max_events` events, or
-    /// `batch_max_ms` since the last commit (an event after a quiet spell commits at once).
+    /// True when the batch should be committed: `batch_max_events` events, or the commit
+    /// interval (`batch_max_ms`, stretched under a backlog: `pace.rs`) since the last
+    /// commit (an event after a quiet spell commits at once).
     pub fn due(&self) -> bool {
         self.batch_events > 0
             && (self.batch_events >= self.cfg.kafka.batch_max_events.get()
                 || self.now.saturating_duration_since(self.interval_started)
-                    >= Duration::from_millis(self.cfg.kafka.batch_max_ms))
+                    >= self.pace.commits(&self.cfg.kafka))
     }
 
-    /// Reads the clock: the consumer returned without an event.
+    /// Reads the clock: the consumer returned without an event (so any backlog is read).
     pub fn tick(&mut self) {
         self.now = Instant::now();
+        self.pace.caught_up();
     }
 
     /// How long the consumer may wait for the next event: until the open batch is due, at
@@ -34,8 +36,8 @@ impl Worker {
         if self.batch_events == 0 {
             return most;
         }
-        let due = Duration::from_millis(self.cfg.kafka.batch_max_ms);
-        due.saturating_sub(self.now.saturating_duration_since(self.interval_started))
+        self.pace.commits(&self.cfg.kafka)
+            .saturating_sub(self.now.saturating_duration_since(self.interval_started))
             .clamp(Duration::from_millis(1), most)
     }
 

@@ -32,9 +32,10 @@ impl Worker {
         }
     }
 
-    /// True when owed markers must be written now, though events keep coming.
+    /// True when owed markers must be written now, though events keep coming: after
+    /// `judged_max_ms`, or the backlog's share of its wait (`pace.rs`).
     pub fn markers_overdue(&self) -> bool {
-        let max = Duration::from_millis(self.cfg.kafka.judged_max_ms);
+        let max = self.pace.markers(&self.cfg.kafka);
         self.markers_owed_since
             .is_some_and(|t| self.now.saturating_duration_since(t) >= max)
     }
