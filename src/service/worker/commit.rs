@@ -36,7 +36,8 @@ impl Worker {
         if self.batch_events == 0 {
             return most;
         }
-        self.pace.commits(&self.cfg.kafka)
+        self.pace
+            .commits(&self.cfg.kafka)
             .saturating_sub(self.now.saturating_duration_since(self.interval_started))
             .clamp(Duration::from_millis(1), most)
     }

@@ -97,9 +97,17 @@ mod tests {
         let k = kafka(10);
         assert_eq!(behind(300).markers(&k), ms(30));
         assert_eq!(behind(300).commits(&k), ms(100));
-        assert_eq!(behind(4_000).markers(&k), ms(100), "markers: a commit apart at most");
+        assert_eq!(
+            behind(4_000).markers(&k),
+            ms(100),
+            "markers: a commit apart at most"
+        );
         assert_eq!(behind(4_000).commits(&k), ms(400));
-        assert_eq!(behind(3_600_000).commits(&k), ms(1_000), "ten commit intervals at most");
+        assert_eq!(
+            behind(3_600_000).commits(&k),
+            ms(1_000),
+            "ten commit intervals at most"
+        );
     }
 
     #[test]
