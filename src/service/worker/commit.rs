@@ -13,12 +13,12 @@ use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 
 impl Worker {
-    /// True when the batch should be committed: `batch_max_events` events, or the commit
-    /// interval (`batch_max_ms`, stretched under a backlog: `pace.rs`) since the last
-    /// commit (an event after a quiet spell commits at once).
+    /// True when the batch should be committed: `batch_max_events` events, or
+    /// `batch_max_ms` since the last commit (an event after a quiet spell commits at once);
+    /// both stretched alike under a backlog (`pace.rs`).
     pub fn due(&self) -> bool {
         self.batch_events > 0
-            && (self.batch_events >= self.cfg.kafka.batch_max_events.get()
+            && (self.batch_events >= self.pace.batch_events(&self.cfg.kafka)
                 || self.now.saturating_duration_since(self.interval_started)
                     >= self.pace.commits(&self.cfg.kafka))
     }

@@ -4,7 +4,8 @@
 //! when its events already waited D in the topic, markers and commits may be spaced up to
 //! `kafka.backlog_pace_percent` of D (10 %: an answer D late comes at most D x 1.1 late),
 //! markers never further apart than a commit, commits never more than
-//! `BACKLOG_COMMIT_FACTOR` x `batch_max_ms` (docs/decisions.md (cg)).
+//! `BACKLOG_COMMIT_FACTOR` x `batch_max_ms` apart, with `batch_max_events` stretched alike
+//! (docs/decisions.md (cg)).
 //!
 //! Each marker and each transaction is a fixed cost to the broker (a produce request per
 //! marker burst; for a commit, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
@@ -56,6 +57,14 @@ impl Pace {
         let ceiling = floor.saturating_mul(BACKLOG_COMMIT_FACTOR);
         Duration::from_millis(self.share_ms(cfg).clamp(floor, ceiling))
     }
+
+    /// The events a batch may hold: `batch_max_events`, stretched as much as the interval
+    /// (a drain reaches 10,000 events well within 100 ms).
+    pub fn batch_events(&self, cfg: &KafkaConfig) -> usize {
+        let stretch = self.commits(cfg).as_millis() as u64 / cfg.batch_max_ms.max(1);
+        let stretch = stretch.clamp(1, BACKLOG_COMMIT_FACTOR) as usize;
+        cfg.batch_max_events.get().saturating_mul(stretch)
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +112,13 @@ mod tests {
             "markers: a commit apart at most"
         );
         assert_eq!(behind(4_000).commits(&k), ms(400));
+        assert_eq!(behind(300).batch_events(&k), 10_000);
+        assert_eq!(
+            behind(4_000).batch_events(&k),
+            40_000,
+            "events stretch with time"
+        );
+        assert_eq!(behind(3_600_000).batch_events(&k), 100_000);
         assert_eq!(
             behind(3_600_000).commits(&k),
             ms(1_000),
@@ -124,5 +140,6 @@ mod tests {
         let k = kafka(0);
         assert_eq!(behind(3_600_000).markers(&k), ms(5));
         assert_eq!(behind(3_600_000).commits(&k), ms(100));
+        assert_eq!(behind(3_600_000).batch_events(&k), 10_000);
     }
 }
