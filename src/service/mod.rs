@@ -8,6 +8,7 @@ pub mod dlq;
 pub mod embedded;
 pub mod judged;
 pub mod kafka;
+mod leave;
 pub mod loop_metrics;
 pub mod membership;
 pub mod metrics;
@@ -56,6 +57,7 @@ pub fn run_stream_threads(
     shared.expect_joins(threads);
     let instance = instance_id();
     shared.metrics.set_policy_version(cfg.policy.version());
+    let leave = leave::LeaveTogether::new(threads);
     std::thread::scope(|scope| {
         let reader = {
             let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
@@ -89,6 +91,7 @@ pub fn run_stream_threads(
             tracing::warn!(topic = %cfg.kafka.policy_topic, "policy topic not read to its end in time; starting with the version known");
         }
         tracing::info!(threads, instance = %instance, "starting stream threads");
+        let leave = &leave;
         let handles: Vec<_> = (0..threads)
             .map(|i| {
                 // Thread 0 keeps the instance's own transactional id, so a single-threaded
@@ -105,7 +108,7 @@ pub fn run_stream_threads(
                         // A failed or panicking thread stops the others at once, not when
                         // its turn to be joined comes.
                         let run = std::panic::AssertUnwindSafe(|| {
-                            run_consumer(cfg, shared, stop.clone(), &name)
+                            run_consumer(cfg, shared, stop.clone(), &name, leave)
                         });
                         let result = std::panic::catch_unwind(run)
                             .unwrap_or_else(|_| Err(anyhow::anyhow!("stream thread {i} panicked")));
@@ -136,13 +139,16 @@ pub fn run_stream_threads(
 }
 
 /// One stream thread: runs until `stop` is set; returns after committing in-flight work.
-/// `instance` names its transactional producer.
-pub fn run_consumer(
+/// `instance` names its transactional producer; it leaves the group with the instance's
+/// other stream threads (`leave`).
+fn run_consumer(
     cfg: Arc<Config>,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     instance: &str,
+    leave: &leave::LeaveTogether,
 ) -> anyhow::Result<()> {
+    let mut member = leave.join();
     let producer = txn::TxnProducer::new(cfg.clone(), instance)?;
     let reader = state::StateReader::new(
         kafka::state_reader_config(&cfg).create_with_context(state::QuietEof)?,
@@ -159,6 +165,11 @@ pub fn run_consumer(
     consumer.subscribe(&[&cfg.kafka.events_topic])?;
     tracing::info!(instance = %instance, topic = %cfg.kafka.events_topic, group = %cfg.kafka.group_id, "consuming");
     let result = stream_loop(&consumer, &stop);
+    if result.is_ok() && !member.finished(GRACE) {
+        tracing::warn!("leaving the group before every stream thread's final commit");
+    }
+    // A thread that failed leaves at once (`member` dropped: no one waits for it).
+    drop(member);
     // However the loop ended, the callbacks served while the consumer closes only let the
     // partitions go: no restore, no commit.
     consumer.context().close();
