@@ -3,6 +3,7 @@
 //! so clients have an address to be given. For demos and quick checks; never a production
 //! broker.
 
+mod fetch_wait;
 mod front;
 mod rewrite;
 

@@ -11,12 +11,11 @@ import subprocess
 import sys
 import time
 import uuid
-import zlib
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from loopguard import Action, AsyncGuard, Evidence, Guard, Limits, LoopCost, Usage, ValidationError, Verdict
+from loopguard import Action, AsyncGuard, Evidence, Guard, Limits, LoopCost, Usage, ValidationError, Verdict, partition_for
 
 from guardproc import PARTITIONS, GuardProcess
 
@@ -208,12 +207,12 @@ def test_asyncio_block_and_verdicts_as_an_async_iterator(guard_process: GuardPro
 
 
 def _same_partition_sessions(prefix: str, count: int) -> list:
-    """Session ids that librdkafka's default partitioner (CRC32 of the key) puts on partition
-    0, so the two processes below really share a verdict partition."""
+    """Session ids the client puts on partition 0, so the two processes below really share
+    a verdict partition."""
     out, i = [], 0
     while len(out) < count:
         candidate = f"{prefix}-{i}"
-        if zlib.crc32(candidate.encode()) % PARTITIONS == 0:
+        if partition_for(candidate, PARTITIONS) == 0:
             out.append(candidate)
         i += 1
     return out

@@ -10,6 +10,8 @@ import { randomUUID } from "node:crypto";
 import kafkajs from "kafkajs";
 import type { EachMessagePayload, Kafka, KafkaConfig, Producer } from "kafkajs";
 import { registerLz4 } from "./lz4.js";
+import { Reachability, libraryLog, type Logger } from "./kafka_log.js";
+import { partitionFor } from "./partitioner.js";
 import { VerdictReader } from "./reader.js";
 import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.js";
 import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
@@ -45,6 +47,10 @@ export interface GuardOptions {
   onError?: ErrorCallback;
   /** Verdict ids remembered for de-duplication. */
   dedupeCapacity?: number;
+  /** Where the client logs (`console` will do): kafkajs's own lines at `debug`, an outage of
+   * the broker once per change of state (`warn` when it goes, `info` when it is back).
+   * None: nothing is logged (problems still reach `onError` and `stats()`). */
+  logger?: Logger;
 }
 
 type Resolved = Required<Pick<GuardOptions, "eventsTopic" | "verdictsTopic" | "toolCallDeadlineMs" | "readUncommitted" | "dedupeCapacity">> &
@@ -81,7 +87,13 @@ export class Guard {
     private readonly kafka: Kafka,
     private readonly producer: Producer,
     private readonly reader: VerdictReader,
-  ) {}
+    /** The events topic's partition count at connect: sessions are spread over it. */
+    private readonly partitionCount: number,
+  ) {
+    this.reach = new Reachability(options.brokers.join(","), options.logger);
+  }
+
+  private readonly reach: Reachability;
 
   /** Connects; throws `GuardError` when Kafka or the guard's topics cannot be reached. */
   static async connect(options: GuardOptions): Promise<Guard> {
@@ -96,11 +108,12 @@ export class Guard {
     };
     const kafka = new kafkajs.Kafka({
       clientId: "loopguard-client",
-      logLevel: kafkajs.logLevel.NOTHING,
+      ...libraryLog(o.logger),
       ...o.kafka,
       brokers: o.brokers,
     });
     const startOffsets = new Map<number, string>();
+    let partitions = 0;
     const admin = kafka.admin();
     try {
       await admin.connect();
@@ -110,6 +123,13 @@ export class Guard {
           throw new GuardError(
             `topic \`${t}\` does not exist on ${o.brokers.join(",")}: create the guard's topics with \`loopguard topics create --partitions N\``,
           );
+      const { topics: md } = await admin.fetchTopicMetadata({ topics: [o.eventsTopic, o.verdictsTopic] });
+      partitions = md.find((t) => t.name === o.eventsTopic)?.partitions.length ?? 0;
+      const verdictPartitions = md.find((t) => t.name === o.verdictsTopic)?.partitions.length ?? 0;
+      if (partitions === 0 || partitions !== verdictPartitions)
+        throw new GuardError(
+          `\`${o.eventsTopic}\` has ${partitions} partitions and \`${o.verdictsTopic}\` ${verdictPartitions}: a verdict goes to its event's partition number, so both need the same count (docs/contract.md)`,
+        );
       for (const { partition, offset } of await admin.fetchTopicOffsets(o.verdictsTopic)) startOffsets.set(partition, offset);
     } catch (e) {
       throw e instanceof GuardError ? e : new GuardError(`cannot reach Kafka at ${o.brokers.join(",")}: ${String(e)}`);
@@ -128,7 +148,7 @@ export class Guard {
       onRecord: (p) => guard?.onRecord(p),
       onError: (where, e) => guard?.report(where, e),
     });
-    guard = new Guard(o, kafka, producer, reader);
+    guard = new Guard(o, kafka, producer, reader, partitions);
     await producer.connect();
     await reader.start();
     return guard;
@@ -140,12 +160,15 @@ export class Guard {
     sessionId?: string,
     opts: { onVerdict?: VerdictCallback; onObserved?: VerdictCallback; tenant?: string; agent?: string; model?: string } = {},
   ): Session {
-    const core = new SessionCore(this, sessionId ?? randomUUID().replaceAll("-", ""), {
+    const id = sessionId ?? randomUUID().replaceAll("-", "");
+    const core = new SessionCore(this, id, partitionFor(id, this.partitionCount), {
       tenant: opts.tenant ?? this.options.tenant,
       agent: opts.agent ?? this.options.agent,
       model: opts.model ?? this.options.model,
     });
     this.sessions.set(core.sessionId, core);
+    // Read from now on: the session's first tool call finds its partition read already.
+    this.reader.want(core.partition);
     if (opts.onObserved !== undefined) core.observers.add(opts.onObserved);
     return new Session(core, opts.onVerdict);
   }
@@ -176,13 +199,14 @@ export class Guard {
 
   /** Sends a session's queued events in one request; resolves with the partition (null
    * when Kafka refused them: reported and counted, the agent goes on unguarded). */
-  async sendBatch(sessionId: string, batch: Queued[]): Promise<void> {
+  async sendBatch(sessionId: string, partition: number, batch: Queued[]): Promise<void> {
     try {
       const [meta] = await this.producer.send({
         topic: this.options.eventsTopic,
-        messages: batch.map((q) => ({ key: sessionId, value: q.value })),
+        messages: batch.map((q) => ({ key: sessionId, value: q.value, partition })),
       });
       this.counts.eventsSent += batch.length;
+      this.reach.back();
       this.reader.want(meta.partition);
       // One session's batch goes to one partition, its records at consecutive offsets.
       const base = BigInt(meta.baseOffset ?? "-1");
@@ -256,6 +280,7 @@ export class Guard {
 
   report(where: string, e: unknown): void {
     this.counts.backgroundErrors += 1;
+    this.reach.problem(where, e);
     const cb = this.options.onError;
     if (cb === undefined) return;
     try {
@@ -266,6 +291,7 @@ export class Guard {
   }
 
   private onRecord({ partition, message }: EachMessagePayload): void {
+    this.reach.back();
     if (message.key === null && message.headers?.[MARKER_HEADER]?.toString() === MARKER_KIND) {
       this.onMarker(partition, message.value);
       return;
@@ -322,6 +348,8 @@ class SessionCore {
   constructor(
     readonly guard: Guard,
     readonly sessionId: string,
+    /** The partition of the session's events and verdicts (partitioner.ts). */
+    readonly partition: number,
     private readonly who: { tenant?: string; agent?: string; model?: string },
   ) {}
 
@@ -384,7 +412,7 @@ class SessionCore {
     while (this.queue.length > 0) {
       const batch = this.queue;
       this.queue = [];
-      await this.guard.sendBatch(this.sessionId, batch);
+      await this.guard.sendBatch(this.sessionId, this.partition, batch);
     }
     this.pumping = false;
   }

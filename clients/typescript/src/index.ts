@@ -11,6 +11,8 @@
  */
 export { Guard, GuardError, Session } from "./guard.js";
 export type { ErrorCallback, GuardOptions, VerdictCallback } from "./guard.js";
+export type { Logger } from "./kafka_log.js";
+export { murmur2, partitionFor } from "./partitioner.js";
 export { canonicalJson, evidence, outputHash, parseVerdict } from "./types.js";
 export type { Action, Directives, Effect, Evidence, Limits, LoopCost, Stats, Usage, Verdict } from "./types.js";
 export { ValidationError } from "./validate.js";

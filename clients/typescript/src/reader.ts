@@ -1,10 +1,23 @@
 /**
  * The verdict reader. kafkajs has no manual partition assignment, so the reader is the only
- * member of a group of its own (a random id: it gets every partition, commits nothing) and
- * keeps every partition paused except those this process's sessions land on, each read from
- * where it ended when the process started.
+ * member of a group of its own (a random id: it gets every partition, commits nothing).
+ * Until the process has a session it reads every partition, so that the first session's
+ * partition is already in the fetch in flight when its first tool call is made; from then
+ * on it keeps paused every partition none of its sessions is on. Each partition is read
+ * from where it ended when the process started.
+ *
+ * Why not pause everything at first: kafkajs, with every partition paused, sleeps its whole
+ * fetch wait before it looks again, so a fresh process's first call waited out that sleep
+ * (1 s, its deadline). A partition resumed later is read when the fetch in flight returns:
+ * at most `FETCH_WAIT_MS`, once per partition in a process's life.
  */
 import type { Consumer, EachMessagePayload, Kafka } from "kafkajs";
+
+/** The broker's long poll: an answer comes as soon as a record (or, for read_committed, the
+ * commit that makes one visible) arrives, else after this wait. It bounds how long a
+ * partition resumed while a fetch waits is not read; an idle reader fetches 5 times a
+ * second (docs/benchmarks.md, "The first call and the tail"). */
+export const FETCH_WAIT_MS = 200;
 
 export interface ReaderOptions {
   topic: string;
@@ -17,8 +30,10 @@ export interface ReaderOptions {
 
 export class VerdictReader {
   private consumer: Consumer | undefined;
-  /** Next offset to read per wanted partition (a restarted consumer goes on from here). */
+  /** Next offset to read per partition read so far (a restarted consumer goes on from here). */
   private readonly position = new Map<number, string>();
+  /** The partitions this process's sessions are on. */
+  private readonly wanted = new Set<number>();
   private assigned = new Set<number>();
   private running = false;
   private recovering = false;
@@ -34,22 +49,17 @@ export class VerdictReader {
     const consumer = this.kafka.consumer({
       groupId: `loopguard-reader-${crypto.randomUUID()}`,
       readUncommitted: this.opts.readUncommitted,
-      // A long poll: the broker answers a fetch as soon as a record (or, for
-      // read_committed, the commit that makes one visible) arrives, else after this wait;
-      // with a heartbeat every 3 s an idle reader costs the broker ~1.3 requests/s instead
-      // of ~100 (docs/benchmarks.md, "Judged-through markers"). The price: the first
-      // partition resumed while a fetch waits is read when that fetch returns (once per
-      // partition and process).
-      maxWaitTimeInMs: 1000,
+      maxWaitTimeInMs: FETCH_WAIT_MS,
       sessionTimeout: 10_000,
       heartbeatInterval: 3_000,
     });
     this.consumer = consumer;
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       this.assigned = new Set(payload.memberAssignment[this.opts.topic] ?? []);
-      const idle = [...this.assigned].filter((p) => !this.position.has(p));
+      const open = this.wanted.size === 0;
+      const idle = [...this.assigned].filter((p) => !open && !this.wanted.has(p));
       if (idle.length > 0) consumer.pause([{ topic: this.opts.topic, partitions: idle }]);
-      for (const [p, offset] of this.position) if (this.assigned.has(p)) consumer.seek({ topic: this.opts.topic, partition: p, offset });
+      for (const p of this.assigned) if (open || this.wanted.has(p)) this.seek(consumer, p);
     });
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.opts.onError("verdict reader", payload.error);
@@ -84,21 +94,35 @@ export class VerdictReader {
 
   /** Asks for `partition` to be read; cheap when it already is. */
   want(partition: number): void {
-    if (this.position.has(partition)) return;
-    const offset = this.opts.startOffsets.get(partition) ?? "-1";
-    this.position.set(partition, offset);
+    if (this.wanted.has(partition)) return;
+    const open = this.wanted.size === 0;
+    this.wanted.add(partition);
     const c = this.consumer;
-    if (c === undefined || !this.running || !this.assigned.has(partition)) return; // GROUP_JOIN seeks it
+    if (c === undefined || !this.running) return; // GROUP_JOIN seeks it
     try {
-      if (offset !== "-1") c.seek({ topic: this.opts.topic, partition, offset });
+      if (open) {
+        // Read already (every partition is, until now): stop reading the others.
+        const idle = [...this.assigned].filter((p) => p !== partition);
+        if (idle.length > 0) c.pause([{ topic: this.opts.topic, partitions: idle }]);
+        return;
+      }
+      if (!this.assigned.has(partition)) return; // GROUP_JOIN seeks it
+      this.seek(c, partition);
       c.resume([{ topic: this.opts.topic, partitions: [partition] }]);
     } catch (e) {
       this.opts.onError("verdict reader", e);
     }
   }
 
+  /** The partitions this process's sessions are on, read now. */
   partitions(): number[] {
-    return [...this.position.keys()].sort((a, b) => a - b);
+    return [...this.wanted].sort((a, b) => a - b);
+  }
+
+  /** Reading `partition` goes on after the last record read, else from its start offset. */
+  private seek(c: Consumer, partition: number): void {
+    const offset = this.position.get(partition) ?? this.opts.startOffsets.get(partition);
+    if (offset !== undefined) c.seek({ topic: this.opts.topic, partition, offset });
   }
 
   /** Replaces a consumer that gave up, retrying until it is back or the reader stops. */

@@ -1,8 +1,10 @@
 //! The embedded broker's front door: a listener at a fixed address (`kafka.embedded_listen`)
-//! relaying every connection to the mock broker, request for request, and rewriting the
+//! relaying every connection to the mock broker, request for request, rewriting the
 //! responses that name brokers (`rewrite`), so a client sees one address and a controller
-//! that exists. Tokio tasks on the caller's runtime; never in front of a real broker.
+//! that exists, and cutting each fetch's wait (`fetch_wait`), since the mock does not
+//! long-poll. Tokio tasks on the caller's runtime; never in front of a real broker.
 
+use super::fetch_wait;
 use super::rewrite::{self, Advertised};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -57,8 +59,9 @@ impl Drop for Front {
     }
 }
 
-/// One client connection: requests go up as they are, noting each one's API and version
-/// by correlation id; responses come back, rewritten where `rewrite` says so.
+/// One client connection: requests go up as they are (a fetch with its wait cut), noting
+/// each one's API and version by correlation id; responses come back, rewritten where
+/// `rewrite` says so.
 async fn relay(client: TcpStream, upstream: SocketAddr, adv: &Advertised) -> std::io::Result<()> {
     client.set_nodelay(true)?;
     let broker = TcpStream::connect(upstream).await?;
@@ -69,7 +72,8 @@ async fn relay(client: TcpStream, upstream: SocketAddr, adv: &Advertised) -> std
     let up = {
         let asked = asked.clone();
         async move {
-            while let Some(frame) = read_frame(&mut client_rx).await? {
+            while let Some(mut frame) = read_frame(&mut client_rx).await? {
+                fetch_wait::shorten(&mut frame);
                 if frame.len() >= 8 {
                     let key = i16::from_be_bytes([frame[0], frame[1]]);
                     let version = i16::from_be_bytes([frame[2], frame[3]]);

@@ -13,8 +13,11 @@
 The wire contract is docs/contract.md of the loopguard repository.
 """
 
+import logging
+
 from .aio import AsyncGuard, AsyncSession
 from .client import Guard, GuardConfig, GuardError, Session
+from .partitioner import partition_for
 from .types import Action, Directives, Effect, Evidence, Limits, LoopCost, Stats, Usage, Verdict, output_hash
 from .validate import ValidationError
 
@@ -36,4 +39,9 @@ __all__ = [
     "ValidationError",
     "Verdict",
     "output_hash",
+    "partition_for",
 ]
+
+# A library logs; the application decides where to: nothing reaches stderr unless it
+# configures logging (then an outage of the broker is one WARNING, librdkafka's lines DEBUG).
+logging.getLogger("loopguard").addHandler(logging.NullHandler())

@@ -99,7 +99,7 @@ class AsyncSession:
         waiter = _Waiter(resolve)
         cid = core.open_call(tool, call_id)
         event = core.event("tool_call", {"turn_id": core.turn_id(turn_id), "call_id": cid, "tool": tool, "args": args})
-        if not core.guard._publish(event, waiter):
+        if not core.guard._publish(event, core.partition, waiter):
             return None
         try:
             return await asyncio.wait_for(asyncio.shield(fut), max(0.0, until - time.monotonic()))

@@ -17,8 +17,10 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from .kafka_log import LibraryLog, Reachability, unreachable
+from .partitioner import partition_for
 from .reader import VerdictReader
 from .types import Evidence, Limits, Stats, Usage, Verdict
 from .validate import check_event
@@ -98,45 +100,80 @@ class Guard:
         self._judged: Dict[int, int] = {}
         self._awaiting: Dict[int, Dict[int, _Waiter]] = collections.defaultdict(dict)
         self._seen: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        # librdkafka's own log lines (connection losses, retries) go to the "loopguard"
-        # logger instead of the process's stderr.
-        base: Dict[str, Any] = {"bootstrap.servers": cfg.bootstrap_servers, "logger": log, **dict(cfg.kafka)}
-        start = _start_offsets(base, cfg)
+        self._reach = Reachability(cfg.bootstrap_servers)
+        # librdkafka's own log lines (connection losses, retries) go to the "loopguard.kafka"
+        # logger at DEBUG, never to the process's stderr; its errors come to `_kafka_error`,
+        # and an outage is said once (kafka_log.py).
+        base: Dict[str, Any] = {
+            "bootstrap.servers": cfg.bootstrap_servers,
+            "logger": LibraryLog(),
+            "error_cb": self._kafka_error,
+            # librdkafka (2.16) drops its bootstrap connection once it knows the brokers and
+            # redoes a metadata request in flight after half this backoff: at the default
+            # 100 ms, every fresh client's first request took 55-60 ms. Reconnects after an
+            # outage still back off exponentially, up to reconnect.backoff.max.ms (10 s).
+            "reconnect.backoff.ms": "10",
+            **dict(cfg.kafka),
+        }
+        reader_config: Dict[str, Any] = {
+            **base,
+            # Required by the client library for offset storage; nothing is ever
+            # committed and no group is joined (partitions are assigned directly).
+            "group.id": f"loopguard-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "isolation.level": "read_uncommitted" if cfg.read_uncommitted else "read_committed",
+            # A long poll: the broker answers a fetch as soon as a record (or, for
+            # read_committed, the commit that makes one visible) arrives, else after this
+            # wait; an idle reader costs the broker 2 requests/s instead of ~100
+            # (docs/benchmarks.md, "Judged-through markers").
+            "fetch.wait.max.ms": "500",
+            # librdkafka waits this long (500 ms by default) before fetching a partition
+            # again after a fetch error; a verdict must not wait for that.
+            "fetch.error.backoff.ms": "10",
+            **dict(cfg.kafka),
+        }
+        # The reader's first consumer learns where each verdict partition ends, then reads.
+        first = Consumer(reader_config)
+        try:
+            start, self._partitions = _start_offsets(first, cfg)
+        except BaseException:
+            first.close()
+            raise
         self._producer = Producer(
             {
                 **base,
-                "enable.idempotence": "true",  # retries after a broker restart keep order
+                # Not idempotent: an idempotent producer asks for its producer id on a 500 ms
+                # timer, so a fresh process's first event waited 100-500 ms for it. One
+                # request in flight keeps each session's events in order across retries; a
+                # retry that doubles an event is dropped by the guard (it de-duplicates on
+                # `event_id`). docs/decisions.md, "A fresh process's first call".
+                "acks": "all",
+                "max.in.flight.requests.per.connection": "1",
                 "linger.ms": "1",
                 **dict(cfg.kafka),  # the caller's settings win
             }
         )
+        try:
+            # The events topic's leaders, learned now rather than by the first event.
+            self._producer.list_topics(cfg.events_topic, timeout=cfg.startup_timeout)
+        except KafkaException as e:
+            raise GuardError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {e}") from e
         self._stop = threading.Event()
         self._reader = VerdictReader(
-            {
-                **base,
-                # Required by the client library for offset storage; nothing is ever
-                # committed and no group is joined (partitions are assigned directly).
-                "group.id": f"loopguard-reader-{uuid.uuid4().hex}",
-                "enable.auto.commit": "false",
-                "enable.auto.offset.store": "false",
-                "isolation.level": "read_uncommitted" if cfg.read_uncommitted else "read_committed",
-                # A long poll: the broker answers a fetch as soon as a record (or, for
-                # read_committed, the commit that makes one visible) arrives, else after this
-                # wait; an idle reader costs the broker 2 requests/s instead of ~100
-                # (docs/benchmarks.md, "Judged-through markers").
-                "fetch.wait.max.ms": "500",
-                # librdkafka waits this long (500 ms by default) before fetching a partition
-                # again after a fetch error; a verdict must not wait for that.
-                "fetch.error.backoff.ms": "10",
-                **dict(cfg.kafka),
-            },
+            reader_config,
             cfg.verdicts_topic,
             start,
             self._on_record,
             self._report,
+            partitions=len(start),
+            consumer=first,
         )
         self._poller = threading.Thread(target=self._serve_deliveries, name="loopguard-deliveries", daemon=True)
         self._poller.start()
+        if not self._reader.wait_ready(cfg.startup_timeout):
+            self.close(0)
+            raise GuardError(f"the verdict reader could not reach Kafka at {cfg.bootstrap_servers} within {cfg.startup_timeout} s")
 
     # ---- public -------------------------------------------------------------------------
 
@@ -203,14 +240,18 @@ class Guard:
             tenant if tenant is not None else self.config.tenant,
             agent if agent is not None else self.config.agent,
             model if model is not None else self.config.model,
+            partition_for(sid, self._partitions),
         )
         with self._lock:
             self._sessions[sid] = core
+        # Read from now on: the session's first tool call finds its partition read already.
+        self._reader.want(core.partition)
         return core
 
-    def _publish(self, event: Dict[str, Any], waiter: Optional[_Waiter] = None) -> bool:
-        """Validates (raising `ValidationError`) and queues one event. False when Kafka refused
-        it at once (reported, counted): the agent goes on unguarded rather than failing."""
+    def _publish(self, event: Dict[str, Any], partition: int, waiter: Optional[_Waiter] = None) -> bool:
+        """Validates (raising `ValidationError`) and queues one event on its session's
+        partition. False when Kafka refused it at once (reported, counted): the agent goes on
+        unguarded rather than failing."""
         payload = check_event(event)
         sid, eid = event["session_id"], event["event_id"]
         on_delivery: Callable[[Any, Message], None] = self._delivered
@@ -220,7 +261,9 @@ class Guard:
                 self._waiters.setdefault(eid, []).append(waiter)
             on_delivery = lambda err, msg: self._delivered(err, msg, waiter)  # noqa: E731
         try:
-            self._producer.produce(self.config.events_topic, key=sid.encode(), value=payload, on_delivery=on_delivery)
+            self._producer.produce(
+                self.config.events_topic, key=sid.encode(), value=payload, partition=partition, on_delivery=on_delivery
+            )
             return True
         except (BufferError, KafkaException) as e:
             self._count("events_failed")
@@ -272,7 +315,9 @@ class Guard:
     def _serve_deliveries(self) -> None:
         while not self._stop.is_set():
             try:
-                self._producer.poll(0.1)
+                # Short, so `close()` is not held up (a process that guards one call, a hook,
+                # pays it at exit): 50 idle wake-ups a second.
+                self._producer.poll(0.02)
             except Exception as e:
                 self._report("delivery reports", e)
                 self._stop.wait(0.1)
@@ -285,6 +330,7 @@ class Guard:
             self._report("delivery", KafkaException(err))
             return
         self._count("events_sent")
+        self._reach.back()
         partition = msg.partition()
         if partition is not None:
             self._reader.want(partition)
@@ -328,6 +374,7 @@ class Guard:
             w.settle(None)
 
     def _on_record(self, msg: Message) -> None:
+        self._reach.back()
         key = msg.key()
         if key is None and _is_marker(msg):
             self._on_marker(msg)
@@ -373,10 +420,18 @@ class Guard:
         with self._lock:
             self._counts[name] += n
 
+    def _kafka_error(self, err: KafkaError) -> None:
+        """librdkafka's `error_cb` (on the thread serving the client's callbacks)."""
+        self._report("kafka", KafkaException(err))
+
     def _report(self, where: str, e: BaseException) -> None:
-        """Every background problem: logged, counted, handed to `on_error`; never raised."""
+        """Every background problem: counted, handed to `on_error`, never raised; logged,
+        except that the broker being away is said once until it is back."""
         self._count("background_errors")
-        log.warning("loopguard %s: %s", where, e)
+        if unreachable(e):
+            self._reach.lost(where, e)
+        else:
+            log.warning("loopguard %s: %s", where, e)
         cb = self.config.on_error
         if cb is not None:
             try:
@@ -393,38 +448,45 @@ def _is_marker(msg: Message) -> bool:
     return any(k == MARKER_HEADER and v == MARKER_KIND for k, v in headers or [])
 
 
-def _start_offsets(base: Dict[str, Any], cfg: GuardConfig) -> Dict[int, int]:
-    """Where each verdict partition ends now; checks that both topics exist."""
-    probe = Consumer({**base, "group.id": "loopguard-probe", "enable.auto.commit": "false"})
+def _start_offsets(probe: Consumer, cfg: GuardConfig) -> "tuple[Dict[int, int], int]":
+    """Where each verdict partition ends now, and the events topic's partition count;
+    checks that both topics exist with the same number of partitions."""
     try:
-        try:
-            md = probe.list_topics(timeout=cfg.startup_timeout)
-        except KafkaException as e:
-            raise GuardError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {e}") from e
-        for topic in (cfg.events_topic, cfg.verdicts_topic):
-            t = md.topics.get(topic)
-            if t is None or t.error is not None or not t.partitions:
-                raise GuardError(
-                    f"topic `{topic}` does not exist on {cfg.bootstrap_servers}: "
-                    "create the guard's topics with `loopguard topics create --partitions N`"
-                )
-        start = {}
-        for p in md.topics[cfg.verdicts_topic].partitions:
-            _, high = probe.get_watermark_offsets(
-                TopicPartition(cfg.verdicts_topic, p), timeout=cfg.startup_timeout
+        md = probe.list_topics(timeout=cfg.startup_timeout)
+    except KafkaException as e:
+        raise GuardError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {e}") from e
+    for topic in (cfg.events_topic, cfg.verdicts_topic):
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise GuardError(
+                f"topic `{topic}` does not exist on {cfg.bootstrap_servers}: "
+                "create the guard's topics with `loopguard topics create --partitions N`"
             )
-            start[p] = high
-        return start
-    finally:
-        probe.close()
+    partitions = len(md.topics[cfg.events_topic].partitions)
+    if len(md.topics[cfg.verdicts_topic].partitions) != partitions:
+        raise GuardError(
+            f"`{cfg.events_topic}` has {partitions} partitions and `{cfg.verdicts_topic}` "
+            f"{len(md.topics[cfg.verdicts_topic].partitions)}: a verdict goes to its event's partition "
+            "number, so both need the same count (docs/contract.md)"
+        )
+    start = {}
+    for p in md.topics[cfg.verdicts_topic].partitions:
+        _, high = probe.get_watermark_offsets(
+            TopicPartition(cfg.verdicts_topic, p), timeout=cfg.startup_timeout
+        )
+        start[p] = high
+    return start, partitions
 
 
 class SessionCore:
     """What both session flavours share: ids, turn bookkeeping, received verdicts."""
 
-    def __init__(self, guard: Guard, session_id: str, tenant: Optional[str], agent: Optional[str], model: Optional[str]):
+    def __init__(
+        self, guard: Guard, session_id: str, tenant: Optional[str], agent: Optional[str], model: Optional[str], partition: int
+    ):
         self.guard = guard
         self.session_id = session_id
+        self.partition = partition
         self.who = {k: v for k, v in (("tenant", tenant), ("agent", agent), ("model", model)) if v is not None}
         self._lock = threading.Lock()
         self._seq = 0
@@ -604,7 +666,7 @@ class Session:
             done.set()
 
         waiter = _Waiter(resolve)
-        if not core.guard._publish(event, waiter):
+        if not core.guard._publish(event, core.partition, waiter):
             return None
         if not done.wait(max(0.0, until - time.monotonic())):
             if core.guard._expire(waiter):
@@ -669,4 +731,4 @@ class Session:
         return self._core.take(timeout)
 
     def _send(self, kind: str, fields: Dict[str, Any]) -> None:
-        self._core.guard._publish(self._core.event(kind, fields))
+        self._core.guard._publish(self._core.event(kind, fields), self._core.partition)
