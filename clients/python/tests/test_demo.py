@@ -1,4 +1,5 @@
-"""Both clients against `loopguard demo`'s embedded broker, as the demo's hint suggests: each
+"""Both clients against `loopguard demo`'s embedded broker, as the demo's hint suggests: the
+examples of docs/integration.md as written (default deadlines), and agents that each
 guards a looping session and gets its block on the third identical call, through the
 embedded broker (its front door: fixed address, a controller kafkajs can find).
 
@@ -90,6 +91,40 @@ def run(argv: list[str], where: str) -> str:
     assert r.returncode == 0, f"{where} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
     assert time.monotonic() - started < 60, where
     return r.stdout
+
+
+def step3_blocks() -> "dict[str, tuple[str, str]]":
+    """docs/integration.md's "ten lines" examples, by language, each with its "It prints"."""
+    import test_integration_doc
+
+    found: "dict[str, tuple[str, str]]" = {}
+    doc = test_integration_doc.blocks()
+    for (kind, code), (next_kind, output) in zip(doc, doc[1:]):
+        if kind in ("python", "ts") and kind not in found and next_kind == "text" and "Guard" in code:
+            found[kind] = (code, output)
+    assert set(found) == {"python", "ts"}, found
+    return found
+
+
+def test_the_documented_python_example_prints_its_block_on_the_demo(demo: str, tmp_path: pathlib.Path) -> None:
+    """As written (its default 1 s deadline), only the address changed: the demo's broker
+    must answer in time (it did not long-poll: every answer took 500 ms, issue 33)."""
+    code, output = step3_blocks()["python"]
+    script = tmp_path / "agent.py"
+    script.write_text(code.replace('"kafka:9092"', repr(demo)))
+    import sys
+
+    assert run([sys.executable, str(script)], "the documented python example") == output
+
+
+def test_the_documented_typescript_example_prints_its_block_on_the_demo(demo: str, tmp_path: pathlib.Path) -> None:
+    """As written (its default 1 s deadline), only the address and the package's location
+    changed: before issue 33 each of its calls returned at the deadline, never blocked."""
+    assert TS_DIST.exists(), "build the TypeScript client first: (cd clients/typescript && npm ci)"
+    code, output = step3_blocks()["ts"]
+    script = tmp_path / "agent.mjs"
+    script.write_text(code.replace('"@loopguard/client"', f'"{TS_DIST.as_uri()}"').replace('"kafka:9092"', f'"{demo}"'))
+    assert run(["node", str(script)], "the documented typescript example") == output
 
 
 def test_the_python_client_gets_its_block_from_the_demo(demo: str, tmp_path: pathlib.Path) -> None:
