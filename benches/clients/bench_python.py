@@ -151,7 +151,7 @@ def run_path(bootstrap: str, events: str, verdicts: str, uncommitted: bool, heal
             "block_written_to_agent": quantiles(split_out),
             "deadlines": st.tool_call_deadlines,
             "no_verdict_by_marker": st.tool_calls_no_verdict,
-            "reader_swaps": g._reader.swaps,
+            "reader_swaps": getattr(g._reader, "swaps", 0),
         }
     finally:
         g.close()

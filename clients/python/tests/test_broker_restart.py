@@ -2,12 +2,15 @@
 pair, so the shared test broker is never touched) is stopped and started again on the same
 data, with a guard and a client attached. While it is down, `tool_call` fails open after
 its deadline and nothing raises; once it is back, the same client (and guard) carry on: a
-looping session is blocked again, and nothing was delivered twice. The outage outlasts the
+looping session is blocked again, and nothing was delivered twice. Nothing reaches the
+agent's stderr, and the outage is logged once when it starts and once when it ends (it was
+248 lines of librdkafka's in 8 calls, issue 33). The outage outlasts the
 guard's group session (6 s in guardproc's config), so the guard loses its assignment and
 restores it against a broker that is still starting: it must ride that out, not exit."""
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import random
@@ -105,8 +108,22 @@ def loop_until_blocked(session, tool: str) -> Action:
     return v.action
 
 
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: List[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @pytest.mark.timeout(400)
-def test_the_client_fails_open_while_the_broker_is_down_and_carries_on_after(broker: Broker, tmp_path: pathlib.Path) -> None:
+def test_the_client_fails_open_while_the_broker_is_down_and_carries_on_after(
+    broker: Broker, tmp_path: pathlib.Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    logs = Records()
+    logging.getLogger("loopguard").addHandler(logs)
+    logging.getLogger("loopguard").setLevel(logging.DEBUG)
     guard_proc = GuardProcess(
         bootstrap=broker.bootstrap,
         name=f"restart-{uuid.uuid4().hex[:8]}",
@@ -169,6 +186,17 @@ def test_the_client_fails_open_while_the_broker_is_down_and_carries_on_after(bro
         assert st.events_failed == 0, st
         ids = [v.verdict_id for s in (before, down, after) if s is not None for v in s.verdicts]
         assert len(ids) == len(set(ids))
+        # The library's own lines only at DEBUG; the outage said once per change of state.
+        said = [(r.levelno, r.getMessage()) for r in logs.records if r.levelno >= logging.INFO]
+        assert all(r.levelno == logging.DEBUG for r in logs.records if r.name == "loopguard.kafka")
+        assert any(r.name == "loopguard.kafka" for r in logs.records), "librdkafka's lines were not routed"
+        states = [("down" if "unreachable" in m else "up" if "reachable again" in m else m) for _, m in said]
+        assert states[:2] == ["down", "up"] and len(states) <= 6, said
+        assert all(a != b for a, b in zip(states, states[1:])), said  # each change once
+        assert errors, "on_error still hears of every problem"
     finally:
         client.close()
         guard_proc.stop()
+        logging.getLogger("loopguard").removeHandler(logs)
+    captured = capfd.readouterr()
+    assert captured.err == "", captured.err[-2000:]
