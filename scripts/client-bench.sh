@@ -13,15 +13,18 @@
 #   4. the guard's marker counters against its events and verdicts.
 #
 #   KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:19092 scripts/client-bench.sh [BIN]
-# Env: RATE (1000), WARM (60), IDLE (20), HEALTHY (300), LOOPS (20), THINK_MS (100), PARTITIONS (4),
-#      ADMIN_PORT (19465). Needs the Python client's venv (build/pyclient-2.16.1, made by
-#      scripts/clients-test.sh) and clients/typescript/dist (npm ci).
+# Env: RATE (1000), WARM (60), IDLE (20), HEALTHY (300), LOOPS (20), FRESH (20), THINK_MS (100),
+#      PARTITIONS (4), ADMIN_PORT (19465). Needs the Python client's venv (build/pyclient-2.16.1,
+#      made by scripts/clients-test.sh) and clients/typescript/dist (npm ci).
+#      COMPARE_DIR, COMPARE_PY: another checkout's clients (its benches/clients, its
+#      clients/typescript/dist, a venv with its Python client), run before ours on the same
+#      guard and load: a before/after in one run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=${1:-target/release/loopguard}
 : "${KAFKA_BOOTSTRAP_SERVERS:?set KAFKA_BOOTSTRAP_SERVERS}"
 RATE=${RATE:-1000} WARM=${WARM:-60} IDLE=${IDLE:-20} PARTITIONS=${PARTITIONS:-4}
-export HEALTHY=${HEALTHY:-300} LOOPS=${LOOPS:-20}
+export HEALTHY=${HEALTHY:-300} LOOPS=${LOOPS:-20} FRESH=${FRESH:-20}
 ADMIN_PORT=${ADMIN_PORT:-19465}
 PY=${PY:-build/pyclient-2.16.1/bin/python}
 port=${KAFKA_BOOTSTRAP_SERVERS##*:}
@@ -61,6 +64,12 @@ sleep 5 # the group settled
 with_guard=$(cores "$broker" "$IDLE")
 say "broker alone $alone cores, with an idle guard $with_guard cores"
 clients() {
+  if [ -n "${COMPARE_DIR:-}" ]; then
+    echo "-- $COMPARE_DIR" >&2
+    "$COMPARE_PY" "$COMPARE_DIR/benches/clients/bench_python.py" "$KAFKA_BOOTSTRAP_SERVERS" "$tag-events" "$tag-verdicts" | tee -a "$work/compare-python.json"
+    node "$COMPARE_DIR/benches/clients/bench_typescript.mjs" "$KAFKA_BOOTSTRAP_SERVERS" "$tag-events" "$tag-verdicts" | tee -a "$work/compare-typescript.json"
+    echo "-- this checkout" >&2
+  fi
   "$PY" benches/clients/bench_python.py "$KAFKA_BOOTSTRAP_SERVERS" "$tag-events" "$tag-verdicts" | tee -a "$work/python.json"
   node benches/clients/bench_typescript.mjs "$KAFKA_BOOTSTRAP_SERVERS" "$tag-events" "$tag-verdicts" | tee -a "$work/typescript.json"
 }

@@ -171,11 +171,15 @@ def idle_fetches(bootstrap: str, events: str, verdicts: str, seconds: float) -> 
         time.sleep(seconds)
     finally:
         g.close()
-    readers = [x for x in samples if x.get("type") == "consumer"]
-    readers = [x for x in readers if x["name"] == readers[-1]["name"]]  # the verdict reader's
+    # Every consumer of the reader's (its spare too, which fetches nothing), summed.
     fetches = lambda x: sum(b.get("req", {}).get("Fetch", 0) for b in x["brokers"].values())  # noqa: E731
-    first, last = readers[2], readers[-1]
-    return round((fetches(last) - fetches(first)) / ((last["ts"] - first["ts"]) / 1e6), 2)
+    rate = 0.0
+    for name in {x["name"] for x in samples if x.get("type") == "consumer"}:
+        mine = [x for x in samples if x.get("name") == name]
+        if len(mine) >= 4:
+            first, last = mine[2], mine[-1]
+            rate += (fetches(last) - fetches(first)) / ((last["ts"] - first["ts"]) / 1e6)
+    return round(rate, 2)
 
 
 def main() -> None:
