@@ -12,6 +12,7 @@ import type { EachMessagePayload, Kafka, KafkaConfig, Producer } from "kafkajs";
 import { registerLz4 } from "./lz4.js";
 import { Reachability, libraryLog, type Logger } from "./kafka_log.js";
 import { partitionFor } from "./partitioner.js";
+import { noDelaySocketFactory } from "./socket.js";
 import { VerdictReader } from "./reader.js";
 import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.js";
 import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
@@ -108,6 +109,7 @@ export class Guard {
     };
     const kafka = new kafkajs.Kafka({
       clientId: "loopguard-client",
+      socketFactory: noDelaySocketFactory,
       ...libraryLog(o.logger),
       ...o.kafka,
       brokers: o.brokers,
