@@ -90,11 +90,9 @@ export class Guard {
     private readonly reader: VerdictReader,
     /** The events topic's partition count at connect: sessions are spread over it. */
     private readonly partitionCount: number,
-  ) {
-    this.reach = new Reachability(options.brokers.join(","), options.logger);
-  }
-
-  private readonly reach: Reachability;
+    /** The broker's state as this process sees it (kafka_log.ts). */
+    private readonly reach: Reachability,
+  ) {}
 
   /** Connects; throws `GuardError` when Kafka or the guard's topics cannot be reached. */
   static async connect(options: GuardOptions): Promise<Guard> {
@@ -107,10 +105,11 @@ export class Guard {
       dedupeCapacity: 100_000,
       ...options,
     };
+    const reach = new Reachability(o.brokers.join(","), o.logger);
     const kafka = new kafkajs.Kafka({
       clientId: "loopguard-client",
       socketFactory: noDelaySocketFactory,
-      ...libraryLog(o.logger),
+      ...libraryLog(o.logger, reach),
       ...o.kafka,
       brokers: o.brokers,
     });
@@ -150,7 +149,7 @@ export class Guard {
       onRecord: (p) => guard?.onRecord(p),
       onError: (where, e) => guard?.report(where, e),
     });
-    guard = new Guard(o, kafka, producer, reader, partitions);
+    guard = new Guard(o, kafka, producer, reader, partitions, reach);
     await producer.connect();
     await reader.start();
     return guard;

@@ -13,17 +13,20 @@ export interface Logger {
   warn?: (message: string, extra?: Record<string, unknown>) => void;
 }
 
-/** The kafkajs settings that route its lines to `logger` at debug (none: silent). */
-export function libraryLog(logger: Logger | undefined): Pick<KafkaConfig, "logLevel" | "logCreator"> {
-  if (logger?.debug === undefined) return { logLevel: kafkajs.logLevel.NOTHING };
-  const debug = logger.debug.bind(logger);
+/** The kafkajs settings that route its lines to `logger` at debug (none: silent), and its
+ * connection errors to `reach` (kafkajs retries those itself and reports nothing else). */
+export function libraryLog(logger: Logger | undefined, reach: Reachability): Pick<KafkaConfig, "logLevel" | "logCreator"> {
+  if (logger === undefined) return { logLevel: kafkajs.logLevel.NOTHING };
+  const debug = logger.debug?.bind(logger);
   return {
     logLevel: kafkajs.logLevel.INFO,
     logCreator:
       () =>
-      ({ namespace, log }: LogEntry) => {
+      ({ namespace, level, log }: LogEntry) => {
         const { message, ...extra } = log;
-        debug(`kafkajs ${namespace}: ${message}`, extra);
+        debug?.(`kafkajs ${namespace}: ${message}`, extra);
+        if (level === kafkajs.logLevel.ERROR && /ECONNREFUSED|ECONNRESET|ETIMEDOUT|Connection (error|timeout)|Closed connection/.test(message))
+          reach.problem(namespace, new Error(message));
       },
   };
 }
@@ -57,7 +60,7 @@ export class Reachability {
 
   /** A background problem: the first that says the broker is away is logged, once. */
   problem(where: string, e: unknown): void {
-    if (this.down || !unreachable(e)) return;
+    if (this.down || !(unreachable(e) || where === "Connection")) return;
     this.down = true;
     this.logger?.warn?.(`loopguard: Kafka at ${this.brokers} is unreachable (${where}: ${String(e)}); tool calls run unguarded until it is back`);
   }

@@ -106,7 +106,16 @@ test("the client fails open while the broker is down and carries on after", { ti
   const g = await GuardProcess.create(broker.bootstrap);
   await g.start();
   const errors: string[] = [];
-  const client = await Guard.connect({ brokers: [broker.bootstrap], eventsTopic: g.eventsTopic, verdictsTopic: g.verdictsTopic, onError: (w, e) => errors.push(`${w}: ${String(e)}`) });
+  // What the client logs: kafkajs's lines at debug only, the outage once per change.
+  const logged: { level: string; message: string }[] = [];
+  const logger = Object.fromEntries(["debug", "info", "warn"].map((level) => [level, (message: string) => logged.push({ level, message })]));
+  const client = await Guard.connect({
+    brokers: [broker.bootstrap],
+    eventsTopic: g.eventsTopic,
+    verdictsTopic: g.verdictsTopic,
+    onError: (w, e) => errors.push(`${w}: ${String(e)}`),
+    logger,
+  });
   try {
     const first = client.session(`before-${randomUUID().slice(0, 8)}`);
     await first.userMessage("go");
@@ -133,6 +142,10 @@ test("the client fails open while the broker is down and carries on after", { ti
       action = await loopUntilBlocked(s, "poll");
     }
     assert.equal(action, "block", `no verdict after the restart; stats ${JSON.stringify(client.stats())}; errors ${errors.join(" | ")}; guard ${g.logTail().slice(-600)}`);
+    assert.ok(logged.some((l) => l.level === "debug" && l.message.startsWith("kafkajs ")), "kafkajs's lines were not routed");
+    const states = logged.filter((l) => l.level !== "debug").map((l) => (/unreachable/.test(l.message) ? "down" : /reachable again/.test(l.message) ? "up" : l.message));
+    assert.deepEqual(states.slice(0, 2), ["down", "up"], JSON.stringify(logged.filter((l) => l.level !== "debug")));
+    assert.ok(states.length <= 6 && states.every((x, i) => i === 0 || x !== states[i - 1]), JSON.stringify(states));
   } finally {
     await client.close();
     await g.stop();

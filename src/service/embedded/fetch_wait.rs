@@ -14,7 +14,7 @@
 pub const FETCH: i16 = 1;
 
 /// The longest a fetch waits at the mock for data (ms).
-pub const SHORT_WAIT_MS: i32 = 5;
+pub const SHORT_WAIT_MS: i32 = 2;
 
 /// Cuts the wait of a Fetch request frame (the request without its size prefix) to
 /// `SHORT_WAIT_MS`; true when it did. Any other request, a shorter wait, or a frame that
