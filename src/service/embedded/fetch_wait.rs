@@ -61,7 +61,9 @@ fn skip_tags(frame: &[u8], mut at: usize) -> Option<usize> {
         let (_, n) = uvarint(frame.get(at..)?)?;
         at += n;
         let (size, n) = uvarint(frame.get(at..)?)?;
-        at = at.checked_add(n)?.checked_add(usize::try_from(size).ok()?)?;
+        at = at
+            .checked_add(n)?
+            .checked_add(usize::try_from(size).ok()?)?;
     }
     Some(at)
 }
