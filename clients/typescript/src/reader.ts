@@ -1,23 +1,26 @@
 /**
- * The verdict reader. kafkajs has no manual partition assignment, so the reader is the only
- * member of a group of its own (a random id: it gets every partition, commits nothing).
- * Until the process has a session it reads every partition, so that the first session's
- * partition is already in the fetch in flight when its first tool call is made; from then
- * on it keeps paused every partition none of its sessions is on. Each partition is read
- * from where it ended when the process started.
+ * The verdict reader: a fetch loop of its own, with no consumer group, reading the
+ * partitions this process's sessions are on, each from where it ended when the process
+ * started.
  *
- * Why not pause everything at first: kafkajs, with every partition paused, sleeps its whole
- * fetch wait before it looks again, so a fresh process's first call waited out that sleep
- * (1 s, its deadline). A partition resumed later is read when the fetch in flight returns:
- * at most `FETCH_WAIT_MS`, once per partition in a process's life.
+ * Why not a kafkajs consumer: kafkajs can read only through a group. Joining one took
+ * `group.initial.rebalance.delay.ms` (3 s at Kafka's default, and on the demo's broker), a
+ * heartbeat every few seconds was awaited between two records (a healthy call's tail), and
+ * a partition resumed while a fetch waited was read only when it returned. This loop
+ * fetches with kafkajs's own connections and record decoding (its cluster and `Batch`,
+ * which drops aborted and control records), and sends a partition new to the process
+ * through a second connection when the first has a fetch in flight, so it is read at once.
+ * kafkajs is pinned (`~2.2.4`); the internals used are named in `kafkajs_internals.ts`.
  */
-import type { Consumer, EachMessagePayload, Kafka } from "kafkajs";
+import type { EachMessagePayload, Kafka } from "kafkajs";
+import { Batch, createCluster, type FetchCluster, type FetchedPartition } from "./kafkajs_internals.js";
 
-/** The broker's long poll: an answer comes as soon as a record (or, for read_committed, the
- * commit that makes one visible) arrives, else after this wait. It bounds how long a
- * partition resumed while a fetch waits is not read; an idle reader fetches 5 times a
- * second (docs/benchmarks.md, "The first call and the tail"). */
-export const FETCH_WAIT_MS = 200;
+/** The broker's long poll: it answers as soon as a record (or, for read_committed, the
+ * commit that makes one visible) arrives, else after this wait (an idle reader: 2 fetches a
+ * second). */
+export const FETCH_WAIT_MS = 500;
+/** The most one fetch asks for per partition. */
+const PARTITION_MAX_BYTES = 1 << 20;
 
 export interface ReaderOptions {
   topic: string;
@@ -28,127 +31,71 @@ export interface ReaderOptions {
   onError: (where: string, e: unknown) => void;
 }
 
+/** One connection's fetch loop over the partitions it is given. */
+class Lane {
+  busy = false;
+  stopped = false;
+  wake: (() => void) | undefined;
+
+  constructor(
+    readonly cluster: FetchCluster,
+    readonly name: string,
+  ) {}
+}
+
 export class VerdictReader {
-  private consumer: Consumer | undefined;
-  /** Next offset to read per partition read so far (a restarted consumer goes on from here). */
-  private readonly position = new Map<number, string>();
-  /** The partitions this process's sessions are on. */
-  private readonly wanted = new Set<number>();
-  private assigned = new Set<number>();
-  private running = false;
-  private recovering = false;
+  /** Next offset to read per wanted partition (a restarted reader goes on from here). */
+  private readonly position = new Map<number, bigint>();
+  /** Wanted partitions the main lane has not fetched yet: the spare lane reads them. */
+  private readonly joining = new Set<number>();
+  private main: Lane | undefined;
+  private spare: Lane | undefined;
   private closed = false;
   restarts = 0;
+  /** Fetch requests sent so far. */
+  fetches = 0;
 
   constructor(
     private readonly kafka: Kafka,
     private readonly opts: ReaderOptions,
   ) {}
 
+  /** Connects both lanes and learns the topic's leaders; nothing is fetched yet. */
   async start(): Promise<void> {
-    const consumer = this.kafka.consumer({
-      groupId: `loopguard-reader-${crypto.randomUUID()}`,
-      readUncommitted: this.opts.readUncommitted,
-      maxWaitTimeInMs: FETCH_WAIT_MS,
-      sessionTimeout: 10_000,
-      heartbeatInterval: 3_000,
-    });
-    this.consumer = consumer;
-    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
-      this.assigned = new Set(payload.memberAssignment[this.opts.topic] ?? []);
-      const open = this.wanted.size === 0;
-      const idle = [...this.assigned].filter((p) => !open && !this.wanted.has(p));
-      if (idle.length > 0) consumer.pause([{ topic: this.opts.topic, partitions: idle }]);
-      for (const p of this.assigned) if (open || this.wanted.has(p)) this.seek(consumer, p);
-    });
-    consumer.on(consumer.events.CRASH, ({ payload }) => {
-      this.opts.onError("verdict reader", payload.error);
-      // kafkajs restarts a consumer itself after retriable errors only; after a broker
-      // restart it can give up ("Failed to find group coordinator"). Start a new one then,
-      // going on from the positions read so far.
-      if (!payload.restart && consumer === this.consumer) this.recover();
-    });
-    const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
-    await consumer.connect();
-    await consumer.subscribe({ topics: [this.opts.topic], fromBeginning: false });
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async (payload) => {
-        this.position.set(payload.partition, (BigInt(payload.message.offset) + 1n).toString());
-        this.opts.onRecord(payload);
-      },
-    });
-    this.running = true;
-    // Verdicts can only be read once the group is joined: wait for it here rather than in
-    // the first tool call's deadline.
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, fail) => {
-      timer = setTimeout(() => fail(new Error("verdict reader: no group join within 30 s")), 30_000);
-    });
-    try {
-      await Promise.race([joined, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const isolationLevel = this.opts.readUncommitted ? 0 : 1;
+    const lanes = await Promise.all(
+      ["main", "spare"].map(async (name) => {
+        const cluster = createCluster(this.kafka, isolationLevel);
+        await cluster.connect();
+        await cluster.addTargetTopic(this.opts.topic);
+        return new Lane(cluster, name);
+      }),
+    );
+    [this.main, this.spare] = lanes;
+    for (const lane of lanes) void this.run(lane);
   }
 
   /** Asks for `partition` to be read; cheap when it already is. */
   want(partition: number): void {
-    if (this.wanted.has(partition)) return;
-    const open = this.wanted.size === 0;
-    this.wanted.add(partition);
-    const c = this.consumer;
-    if (c === undefined || !this.running) return; // GROUP_JOIN seeks it
-    try {
-      if (open) {
-        // Read already (every partition is, until now): stop reading the others.
-        const idle = [...this.assigned].filter((p) => p !== partition);
-        if (idle.length > 0) c.pause([{ topic: this.opts.topic, partitions: idle }]);
-        return;
-      }
-      if (!this.assigned.has(partition)) return; // GROUP_JOIN seeks it
-      this.seek(c, partition);
-      c.resume([{ topic: this.opts.topic, partitions: [partition] }]);
-    } catch (e) {
-      this.opts.onError("verdict reader", e);
-    }
+    if (this.position.has(partition)) return;
+    const start = this.opts.startOffsets.get(partition);
+    this.position.set(partition, start !== undefined ? BigInt(start) : 0n);
+    // The main lane takes it at its next fetch; until then, when that fetch is waiting,
+    // the spare reads it at once.
+    this.joining.add(partition);
+    this.main?.wake?.();
+    this.spare?.wake?.();
   }
 
-  /** The partitions this process's sessions are on, read now. */
   partitions(): number[] {
-    return [...this.wanted].sort((a, b) => a - b);
+    return [...this.position.keys()].sort((a, b) => a - b);
   }
 
-  /** Reading `partition` goes on after the last record read, else from its start offset. */
-  private seek(c: Consumer, partition: number): void {
-    const offset = this.position.get(partition) ?? this.opts.startOffsets.get(partition);
-    if (offset !== undefined) c.seek({ topic: this.opts.topic, partition, offset });
-  }
-
-  /** Replaces a consumer that gave up, retrying until it is back or the reader stops. */
-  private recover(): void {
-    if (this.recovering || this.closed) return;
-    this.recovering = true;
-    void (async () => {
-      let wait = 500;
-      while (!this.closed) {
-        try {
-          await this.restart();
-          break;
-        } catch (e) {
-          this.opts.onError("verdict reader restart", e);
-          await new Promise((r) => setTimeout(r, wait));
-          wait = Math.min(wait * 2, 5000);
-        }
-      }
-      this.recovering = false;
-    })();
-  }
-
-  /** Closes the consumer and starts a new one that goes on where the old one stopped. */
+  /** Closes both connections and opens new ones that go on where the old ones stopped. */
   async restart(): Promise<void> {
     await this.disconnect();
     this.restarts += 1;
+    for (const p of this.position.keys()) this.joining.add(p);
     await this.start();
   }
 
@@ -159,15 +106,92 @@ export class VerdictReader {
   }
 
   private async disconnect(): Promise<void> {
-    this.running = false;
-    const c = this.consumer;
-    this.consumer = undefined;
-    if (c !== undefined) {
-      try {
-        await c.disconnect();
-      } catch (e) {
-        this.opts.onError("verdict reader close", e);
+    const lanes = [this.main, this.spare].filter((l): l is Lane => l !== undefined);
+    this.main = this.spare = undefined;
+    for (const lane of lanes) {
+      lane.stopped = true;
+      lane.wake?.();
+    }
+    await Promise.all(lanes.map((l) => l.cluster.disconnect().catch((e) => this.opts.onError("verdict reader close", e))));
+  }
+
+  /** What `lane` fetches now: the main lane every wanted partition (taking over the joining
+   * ones), the spare only those still joining while the main lane is waiting on a fetch. */
+  private share(lane: Lane): number[] {
+    if (lane === this.main) {
+      this.joining.clear();
+      return [...this.position.keys()];
+    }
+    return this.main?.busy ? [...this.joining] : [];
+  }
+
+  private async run(lane: Lane): Promise<void> {
+    let backoff = 100;
+    while (!lane.stopped && !this.closed) {
+      const partitions = this.share(lane);
+      if (partitions.length === 0) {
+        await new Promise<void>((resolve) => (lane.wake = resolve));
+        lane.wake = undefined;
+        continue;
       }
+      lane.busy = true;
+      try {
+        await this.fetchOnce(lane, partitions);
+        backoff = 100;
+      } catch (e) {
+        if (lane.stopped || this.closed) break;
+        this.opts.onError("verdict reader", e);
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 5000);
+        await lane.cluster.refreshMetadata().catch(() => undefined);
+      } finally {
+        lane.busy = false;
+      }
+      if (lane === this.main) this.spare?.wake?.();
+    }
+  }
+
+  /** One fetch per leader of `partitions`, in parallel; hands on every new record. */
+  private async fetchOnce(lane: Lane, partitions: number[]): Promise<void> {
+    const topic = this.opts.topic;
+    const byLeader = new Map<number, number[]>();
+    const leaders = new Map(lane.cluster.findTopicPartitionMetadata(topic).map((m) => [m.partitionId, m.leader]));
+    for (const p of partitions) {
+      const leader = leaders.get(p);
+      if (leader === undefined) throw new Error(`no leader known for ${topic} partition ${p}`);
+      byLeader.set(leader, [...(byLeader.get(leader) ?? []), p]);
+    }
+    await Promise.all(
+      [...byLeader].map(async ([nodeId, ps]) => {
+        const broker = await lane.cluster.findBroker({ nodeId });
+        const asked = new Map(ps.map((p) => [p, this.position.get(p) ?? 0n]));
+        this.fetches += 1;
+        const { responses } = await broker.fetch({
+          replicaId: -1,
+          isolationLevel: this.opts.readUncommitted ? 0 : 1,
+          maxWaitTime: FETCH_WAIT_MS,
+          minBytes: 1,
+          maxBytes: PARTITION_MAX_BYTES * ps.length,
+          topics: [{ topic, partitions: ps.map((p) => ({ partition: p, fetchOffset: String(asked.get(p)), maxBytes: PARTITION_MAX_BYTES })) }],
+        });
+        for (const { partitions: parts } of responses) for (const data of parts) this.deliver(data, asked.get(data.partition) ?? 0n);
+      }),
+    );
+  }
+
+  /** The records of one partition's answer not handed on yet (the other lane may have). */
+  private deliver(data: FetchedPartition, fetchedFrom: bigint): void {
+    if (data.errorCode !== undefined && data.errorCode !== 0) throw new Error(`fetch of partition ${data.partition}: error code ${data.errorCode}`);
+    const batch = new Batch(this.opts.topic, String(fetchedFrom), data);
+    const seen = batch.messagesWithinOffset;
+    if (seen.length === 0) return;
+    const next = BigInt(seen[seen.length - 1].offset) + 1n;
+    const from = this.position.get(data.partition);
+    if (from === undefined || next <= from) return; // read already, through the other lane
+    this.position.set(data.partition, next);
+    for (const message of batch.messages) {
+      if (BigInt(message.offset) < from) continue;
+      this.opts.onRecord({ topic: this.opts.topic, partition: data.partition, message, heartbeat: async () => undefined, pause: () => () => undefined });
     }
   }
 }
