@@ -29,7 +29,7 @@ enum Command {
         /// Configuration file (the same format as the service's).
         #[arg(long, env = "LOOPGUARD_CONFIG")]
         config: Option<String>,
-        /// Stop at the first malformed line (exit 1).
+        /// Stop at the first malformed line or event of an unknown type (exit 1).
         #[arg(long)]
         strict: bool,
         /// Also write the judged-through marker the service would write after each line

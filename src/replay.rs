@@ -2,7 +2,7 @@
 //! verdict per line. The same engine as the service; the output is identical every run.
 
 use crate::cost_summary::CostSummary;
-use crate::engine::event::Event;
+use crate::engine::event::{Body, Event, EVENT_TYPES};
 use crate::engine::verdict::{Action, Rule};
 use crate::engine::{Engine, Handled};
 use crate::service::judged::Marker;
@@ -28,6 +28,8 @@ pub struct Summary {
     pub malformed: Vec<(usize, String)>,
     pub duplicates: usize,
     pub unknown_types: usize,
+    /// The lines whose event type this guard does not know, with the type (the first 1,000).
+    pub unknown: Vec<(usize, String)>,
     pub verdicts: BTreeMap<(Rule, Action), usize>,
 }
 
@@ -57,6 +59,9 @@ impl Summary {
         }
         for (line, reason) in self.malformed.iter().take(20) {
             s.push_str(&format!("  malformed line {line}: {reason}\n"));
+        }
+        for (line, kind) in self.unknown.iter().take(20) {
+            s.push_str(&format!("  line {line}, skipped: {}\n", unknown_type(kind)));
         }
         s
     }
@@ -138,6 +143,19 @@ pub fn run_with_changes(
                 continue;
             }
         };
+        if let Body::Unknown { kind } = &event.body {
+            // Skipped and counted, as the service does (a newer runtime's type); named here,
+            // since in a recorded file it is more often a typo.
+            if strict {
+                return Err(ReplayError::Malformed {
+                    line: number,
+                    reason: unknown_type(kind),
+                });
+            }
+            if summary.unknown.len() < 1_000 {
+                summary.unknown.push((number, kind.clone()));
+            }
+        }
         summary.sessions.insert(event.meta.session_id.clone());
         verdicts.clear();
         match engine.handle_event(event, &mut verdicts) {
@@ -166,6 +184,14 @@ pub fn run_with_changes(
     }
     out.flush()?;
     Ok(summary)
+}
+
+/// What an event of an unknown type is called in a replay's report.
+fn unknown_type(kind: &str) -> String {
+    format!(
+        "unknown event type `{kind}` (known: {})",
+        EVENT_TYPES.join(", ")
+    )
 }
 
 /// The marker covering every line up to `number`, when markers are asked for.

@@ -139,3 +139,35 @@ fn a_wrong_typed_event_field_is_named() {
         stderr(&o)
     );
 }
+
+#[test]
+fn an_unknown_event_type_is_named_with_its_line_and_fails_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("typo.events.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"v":1,"event_id":"e1","session_id":"s","ts":1,"type":"user_message","text":"go"}"#,
+            "\n",
+            r#"{"v":1,"event_id":"e2","session_id":"s","ts":2,"type":"tool_cal","turn_id":"t","call_id":"c","tool":"bash","args":{}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let known = "user_message, assistant_message, tool_call, tool_result, reasoning, content, turn_end, compaction, session_end";
+    let o = loopguard(&["replay", file.to_str().unwrap()], &[]);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).ends_with(&format!(
+            "  line 2, skipped: unknown event type `tool_cal` (known: {known})\n"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let o = loopguard(&["replay", "--strict", file.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("loopguard: line 2: unknown event type `tool_cal` (known: {known})\n")
+    );
+}

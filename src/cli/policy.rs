@@ -26,8 +26,8 @@ pub enum PolicyCliError {
 }
 
 /// A policy file: the policy table (the shape of a configuration's `[policy]`), as TOML, or
-/// as JSON when its name ends in `.json`. A whole configuration file (with `[policy]`)
-/// gives its policy table.
+/// as JSON when its name ends in `.json`. A configuration file gives its `[policy]` (none:
+/// the defaults): `config::is_configuration` says which a file is.
 pub fn read_file(path: &str) -> Result<Value, PolicyCliError> {
     let read = |why: String| PolicyCliError::Read {
         path: path.to_string(),
@@ -42,7 +42,9 @@ pub fn read_file(path: &str) -> Result<Value, PolicyCliError> {
         serde_json::to_value(table).map_err(|e| read(e.to_string()))?
     };
     Ok(match value {
-        Value::Object(mut o) if o.contains_key("policy") => o.remove("policy").unwrap_or_default(),
+        Value::Object(mut o) if crate::config::is_configuration(o.keys()) => {
+            o.remove("policy").unwrap_or(Value::Null)
+        }
         v => v,
     })
 }

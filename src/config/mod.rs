@@ -1,7 +1,7 @@
 //! Service configuration: embedded defaults, then a file, then `LOOPGUARD__SECTION__KEY`
 //! environment variables; unknown keys are errors and every problem is reported at once.
 
-use crate::engine::policy::PolicySet;
+use crate::engine::policy::{every_problem, PolicySet};
 use crate::engine::Limits;
 use serde::Deserialize;
 use serde_json::Value;
@@ -168,6 +168,17 @@ impl Config {
     }
 }
 
+/// The sections of a configuration file.
+pub const SECTIONS: [&str; 5] = ["kafka", "admin", "metrics", "engine", "policy"];
+
+/// The one rule for what a file is, wherever one is given (`--config`, `policy check`,
+/// `diff`, `publish`): a **configuration** when its top level has any of `SECTIONS`, its
+/// policy then under `[policy]` (none: the built-in defaults); otherwise a **policy file**,
+/// the keys of `[policy]` at the top (`[[rules]]`, `[tool]`, `[[overrides]]`, ...).
+pub fn is_configuration<'a>(top_keys: impl IntoIterator<Item = &'a String>) -> bool {
+    top_keys.into_iter().any(|k| SECTIONS.contains(&k.as_str()))
+}
+
 /// Loads defaults, then `file`, then the environment (`LOOPGUARD__SECTION__KEY`).
 pub fn load(file: Option<&str>) -> Result<Config, ConfigError> {
     load_with_env(file, std::env::vars())
@@ -181,10 +192,20 @@ pub fn load_with_env(
     let mut builder = config::Config::builder()
         .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
     if let Some(path) = file {
-        if !std::path::Path::new(path).exists() {
-            return Err(ConfigError::Load(format!("{path}: no such file")));
-        }
-        builder = builder.add_source(config::File::new(path, config::FileFormat::Toml));
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError::Load(format!("{path}: {e}")))?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| ConfigError::Load(format!("{path}: {e}")))?;
+        // A policy file (the keys of `[policy]` at the top) is that configuration's policy.
+        let text = match is_configuration(table.keys()) {
+            true => text,
+            false => toml::to_string(&toml::Table::from_iter([(
+                "policy".to_string(),
+                toml::Value::Table(table),
+            )]))
+            .map_err(|e| ConfigError::Load(format!("{path}: {e}")))?,
+        };
+        builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
     }
     let raw = builder
         .build()
@@ -279,11 +300,17 @@ fn set_path(tree: &mut Value, path: &[String], value: Value) {
 /// A section's problem, naming the key when serde got as far as one:
 /// `kafka.batch_max_ms: invalid type: string "fast", expected u64`; `[kafka]: ...` for
 /// what concerns the section as a whole (an unknown key, a missing one).
-fn problem(section: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> String {
-    match e.path().to_string().as_str() {
-        "." => format!("[{section}]: {}", e.inner()),
-        key => format!("{section}.{key}: {}", e.inner()),
+fn problem(section: &str, p: &every_problem::Problem) -> String {
+    match p.path.as_str() {
+        "." => format!("[{section}]: {}", p.message),
+        key => format!("{section}.{key}: {}", p.message),
     }
+}
+
+/// The built-in defaults as a tree (`default.toml`).
+fn defaults_tree() -> Value {
+    let table: toml::Table = toml::from_str(DEFAULTS).expect("the built-in defaults parse");
+    serde_json::to_value(table).expect("TOML is JSON")
 }
 
 /// Validates a configuration tree, collecting every problem.
@@ -293,7 +320,7 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
         .as_object_mut()
         .ok_or_else(|| ConfigError::Invalid(vec!["configuration must be a table".into()]))?;
     for key in root.keys() {
-        if !["kafka", "admin", "metrics", "engine", "policy"].contains(&key.as_str()) {
+        if !SECTIONS.contains(&key.as_str()) {
             problems.push(format!("unknown section `{key}`"));
         }
     }
@@ -306,9 +333,13 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
             .get(name)
             .cloned()
             .unwrap_or(Value::Object(Default::default()));
-        serde_path_to_error::deserialize(v)
-            .map_err(|e| problems.push(problem(name, &e)))
-            .ok()
+        // Every bad key of the section, not only the first (every_problem.rs); a bad value
+        // is read as its built-in default meanwhile, so the others are still checked.
+        let defaults = defaults_tree();
+        let (value, found) =
+            every_problem::deserialize_over(v, defaults.get(name).unwrap_or(&Value::Null));
+        problems.extend(found.iter().map(|p| problem(name, p)));
+        value
     }
     let kafka: Option<KafkaConfig> = section(root, "kafka", &mut problems);
     let admin: Option<AdminConfig> = section(root, "admin", &mut problems);

@@ -532,6 +532,7 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
 
+pub mod every_problem;
 mod mode;
 mod set;
 pub use set::{Override, PolicySet};

@@ -1,6 +1,7 @@
 //! The policy set: the global policy plus per-tenant and per-agent overrides, merged as
 //! tables and validated once, resolved per (tenant, agent) and cached. Pure.
 
+use super::every_problem;
 use super::Policy;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -45,21 +46,32 @@ impl PolicySet {
             Value::Object(_) => raw.clone(),
             _ => return Err(vec!["policy: must be a table".into()]),
         };
+        // Overrides with a bad key of their own are reported, then left out of the checks
+        // below (what they would say follows from the key taken out, not from the file).
+        let mut bad_overrides = std::collections::BTreeSet::new();
         let overrides: Vec<Override> = match global_raw
             .as_object_mut()
             .and_then(|o| o.remove("overrides"))
         {
             None => Vec::new(),
-            Some(v) => serde_path_to_error::deserialize(v).unwrap_or_else(|e| {
-                problems.push(wrong_type("policy.overrides", "policy.overrides", &e));
-                Vec::new()
-            }),
+            Some(v) => {
+                let (overrides, found) = every_problem::deserialize::<Vec<Override>>(v);
+                for p in &found {
+                    problems.push(wrong_type("policy.overrides", "policy.overrides", p));
+                    let index = p.path.strip_prefix('[').and_then(|r| r.split(']').next());
+                    bad_overrides.extend(index.and_then(|i| i.parse::<usize>().ok()));
+                }
+                overrides.unwrap_or_default()
+            }
         };
         let before = problems.len();
         let global = parse(&global_raw, "policy", "policy", &mut problems);
         let global_ok = problems.len() == before;
         let mut resolved = BTreeMap::new();
         for (i, o) in overrides.iter().enumerate() {
+            if bad_overrides.contains(&i) {
+                continue;
+            }
             if o.tenant.is_none() && o.agent.is_none() {
                 problems.push(format!(
                     "policy.overrides[{i}]: needs `tenant`, `agent` or both"
@@ -70,9 +82,9 @@ impl PolicySet {
             let keys = format!("{at}.set");
             // A wrong-typed value is reported where it is written: the override's own keys
             // read alone; a merged table that fails only repeats that or the global's.
-            let own = serde_path_to_error::deserialize::<_, Policy>(o.set.clone())
-                .map_err(|e| problems.push(wrong_type(&at, &keys, &e)))
-                .is_ok();
+            let (_, found) = every_problem::deserialize::<Policy>(o.set.clone());
+            problems.extend(found.iter().map(|p| wrong_type(&at, &keys, p)));
+            let own = found.is_empty();
             let mut repeated = Vec::new();
             let sink = if own && global_ok {
                 &mut problems
@@ -272,22 +284,22 @@ fn applies(o: &Override, stage: usize, tenant: Option<&str>, agent: Option<&str>
 
 /// A policy table; a wrong-typed value is reported with its key, under `keys` (`policy.tool.window:
 /// invalid type: ...`; an override's are under `policy.overrides[N].set`).
+/// Every problem of `raw`: each bad key named, and the rest, read without them, checked too.
 fn parse(raw: &Value, at: &str, keys: &str, problems: &mut Vec<String>) -> Policy {
-    match serde_path_to_error::deserialize::<_, Policy>(raw.clone()) {
-        Ok(p) => p.finish(problems, at),
-        Err(e) => {
-            problems.push(wrong_type(at, keys, &e));
-            Policy::default()
-        }
+    let (policy, found) = every_problem::deserialize::<Policy>(raw.clone());
+    problems.extend(found.iter().map(|p| wrong_type(at, keys, p)));
+    match policy {
+        Some(p) => p.finish(problems, at),
+        None => Policy::default(),
     }
 }
 
 /// `keys.the.key: serde's text`, or `at: serde's text` when no key was reached.
-fn wrong_type(at: &str, keys: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> String {
-    match e.path().to_string().as_str() {
-        "." => format!("{at}: {}", e.inner()),
-        key if key.starts_with('[') => format!("{keys}{key}: {}", e.inner()),
-        key => format!("{keys}.{key}: {}", e.inner()),
+fn wrong_type(at: &str, keys: &str, p: &every_problem::Problem) -> String {
+    match p.path.as_str() {
+        "." => format!("{at}: {}", p.message),
+        key if key.starts_with('[') => format!("{keys}{key}: {}", p.message),
+        key => format!("{keys}.{key}: {}", p.message),
     }
 }
 
