@@ -285,8 +285,26 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("loopguard: {e:#}");
-            ExitCode::from(1)
+            ExitCode::from(failure_code(&e))
         }
+    }
+}
+
+/// 3 when the broker could not be reached (the address and its setting are in the
+/// message), 1 for any other failure; 2 is for invalid input, before anything runs.
+fn failure_code(e: &anyhow::Error) -> u8 {
+    use loopguard::cli::topics::TopicsError;
+    use loopguard::service::kafka::KafkaSetupError;
+    let unreachable = e.chain().any(|cause| {
+        cause
+            .downcast_ref::<KafkaSetupError>()
+            .is_some_and(KafkaSetupError::is_unreachable)
+            || matches!(cause.downcast_ref::<TopicsError>(), Some(TopicsError::Check(k)) if k.is_unreachable())
+    });
+    if unreachable {
+        3
+    } else {
+        1
     }
 }
 
@@ -294,7 +312,7 @@ fn policy(command: PolicyCommand) -> ExitCode {
     use loopguard::cli::policy as p;
     let fail = |e: p::PolicyCliError| {
         eprintln!("loopguard: {e}");
-        ExitCode::from(2)
+        ExitCode::from(e.exit_code())
     };
     match command {
         PolicyCommand::Check { file } => match p::check(&file) {

@@ -1,6 +1,7 @@
 //! The built binary's errors, exact text: each names its culprit (the field, the key, the
 //! address) once, and an unreachable broker is reported at once, not after librdkafka's
-//! timeouts. No broker needed: the addresses are closed ports or ports held here.
+//! timeouts, with an exit code of its own (3; an invalid input is 2). No broker needed: the
+//! addresses are closed ports, or ports held here that take connections and never answer.
 
 use std::net::TcpListener;
 use std::process::{Command, Output};
@@ -36,7 +37,7 @@ fn serve_names_the_unreachable_broker_once_and_quickly() {
         &[("LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS", addr.as_str())],
     );
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(3));
     assert_eq!(
         stderr(&o),
         format!("loopguard: cannot reach the Kafka broker at {addr} (kafka.bootstrap_servers): Connection refused (os error 111)\n")
@@ -60,7 +61,7 @@ fn topics_create_names_the_unreachable_brokers_once_and_quickly() {
         &[],
     );
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(3));
     assert_eq!(
         stderr(&o),
         format!(
@@ -170,4 +171,60 @@ fn an_unknown_event_type_is_named_with_its_line_and_fails_strict() {
         stderr(&o),
         format!("loopguard: line 2: unknown event type `tool_cal` (known: {known})\n")
     );
+}
+
+#[test]
+fn a_broker_that_never_answers_is_named_with_its_setting() {
+    // Takes connections (the kernel completes them into the backlog) and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let t0 = Instant::now();
+    let o = loopguard(
+        &["serve"],
+        &[("LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS", addr.as_str())],
+    );
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with(&format!(
+            "loopguard: cannot reach the Kafka broker at {addr} (kafka.bootstrap_servers): no answer to a metadata request within 10 s"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    drop(silent);
+}
+
+#[test]
+fn policy_publish_and_history_name_the_unreachable_broker_and_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.toml");
+    std::fs::write(
+        &policy,
+        "[[rules]]\nrule = \"tool.cycle\"\nmode = \"observe\"\n",
+    )
+    .unwrap();
+    let addr = format!("127.0.0.1:{}", closed_port());
+    let env = [("LOOPGUARD__KAFKA__BOOTSTRAP_SERVERS", addr.as_str())];
+    let want = format!(
+        "loopguard: cannot reach the Kafka broker at {addr} (kafka.bootstrap_servers): Connection refused (os error 111)\n"
+    );
+    for args in [
+        vec!["policy", "publish", policy.to_str().unwrap()],
+        vec!["policy", "history"],
+    ] {
+        let t0 = Instant::now();
+        let o = loopguard(&args, &env);
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{args:?}: {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), want, "{args:?}");
+    }
+    // An invalid file is still 2, before any broker is asked.
+    std::fs::write(&policy, "bogus = 1\n").unwrap();
+    let o = loopguard(&["policy", "publish", policy.to_str().unwrap()], &env);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

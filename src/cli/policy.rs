@@ -21,9 +21,34 @@ pub enum PolicyCliError {
     Invalid { path: String, problems: Vec<String> },
     #[error("kafka: {0}")]
     Kafka(String),
+    /// The broker named with where its address was given; unreachable is exit code 3.
+    #[error(transparent)]
+    Setup(#[from] crate::service::kafka::KafkaSetupError),
     #[error("admin endpoint {addr}: {why}")]
     Admin { addr: SocketAddr, why: String },
 }
+
+impl PolicyCliError {
+    /// The exit code: 2 for a file that is not valid, 3 for a broker that cannot be reached,
+    /// 1 for any other failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            PolicyCliError::Read { .. } | PolicyCliError::Invalid { .. } => 2,
+            PolicyCliError::Setup(e) if e.is_unreachable() => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// The broker at `kafka.bootstrap_servers` takes connections, or the error naming it.
+fn reachable(cfg: &Config) -> Result<(), PolicyCliError> {
+    Ok(crate::service::kafka::reachable(
+        &cfg.kafka.bootstrap_servers,
+        SETTING,
+    )?)
+}
+
+const SETTING: &str = "kafka.bootstrap_servers";
 
 /// A policy file: the policy table (the shape of a configuration's `[policy]`), as TOML, or
 /// as JSON when its name ends in `.json`. A configuration file gives its `[policy]` (none:
@@ -69,6 +94,7 @@ pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError
             "no broker configured (kafka.bootstrap_servers)".into(),
         ));
     }
+    reachable(cfg)?;
     let record = Published {
         version: Some(set.version().to_string()),
         policy: raw,
@@ -98,9 +124,19 @@ pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError
     let result = delivered.lock().ok().and_then(|mut d| d.take());
     match result {
         Some(Ok(offset)) => Ok((set.version().to_string(), offset)),
+        // Not acknowledged in time: a broker that took the connection and never answered.
+        Some(Err(e)) if e.contains("timed out") => Err(unanswered(cfg, &e)),
         Some(Err(e)) => Err(PolicyCliError::Kafka(e)),
-        None => Err(PolicyCliError::Kafka("not delivered within 20 s".into())),
+        None => Err(unanswered(cfg, "not delivered within 20 s")),
     }
+}
+
+fn unanswered(cfg: &Config, why: &str) -> PolicyCliError {
+    PolicyCliError::Setup(crate::service::kafka::KafkaSetupError::Unreachable {
+        servers: cfg.kafka.bootstrap_servers.clone(),
+        setting: SETTING,
+        why: format!("the policy record was not acknowledged ({why})"),
+    })
 }
 
 /// Where the one publication landed (offset) or why not.
@@ -132,12 +168,13 @@ pub fn history(
     use rdkafka::message::Message;
     use rdkafka::{Offset, TopicPartitionList};
     let kafka = |e: rdkafka::error::KafkaError| PolicyCliError::Kafka(e.to_string());
+    reachable(cfg)?;
     let consumer: BaseConsumer = crate::service::kafka::state_reader_config(cfg)
         .create()
         .map_err(kafka)?;
     let topic = &cfg.kafka.state_topic;
     let partitions = crate::service::kafka::partition_count(&consumer, topic)
-        .map_err(|e| PolicyCliError::Kafka(e.to_string()))?
+        .map_err(|e| PolicyCliError::Setup(e.naming(&cfg.kafka.bootstrap_servers, SETTING)))?
         .ok_or_else(|| PolicyCliError::Kafka(format!("no topic {topic}")))?;
     let mut tpl = TopicPartitionList::new();
     let mut ends = std::collections::BTreeMap::new();

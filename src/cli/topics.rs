@@ -169,15 +169,17 @@ pub async fn create(mut cfg: Config, args: &CreateArgs) -> Result<Vec<String>, T
     let admin: AdminClient<DefaultClientContext> = client.create()?;
     let mut lines = Vec::new();
     for spec in &specs {
-        let outcome = match count(&probe, &spec.name)? {
+        let outcome = match count(&probe, &spec.name, &cfg.kafka.bootstrap_servers, setting)? {
             Some(found) => check(spec, found)?,
             None => match create_one(&admin, spec, args.replication_factor).await? {
                 // Another `topics create` (or a guard) won the race: check it like one that
                 // existed.
-                Outcome::Exists => match count(&probe, &spec.name)? {
-                    Some(found) => check(spec, found)?,
-                    None => Outcome::Exists,
-                },
+                Outcome::Exists => {
+                    match count(&probe, &spec.name, &cfg.kafka.bootstrap_servers, setting)? {
+                        Some(found) => check(spec, found)?,
+                        None => Outcome::Exists,
+                    }
+                }
                 created => created,
             },
         };
@@ -199,7 +201,7 @@ pub async fn create(mut cfg: Config, args: &CreateArgs) -> Result<Vec<String>, T
     // `serve` started right after finds them.
     let deadline = Instant::now() + Duration::from_secs(30);
     for spec in &specs {
-        while count(&probe, &spec.name)?.is_none() {
+        while count(&probe, &spec.name, &cfg.kafka.bootstrap_servers, setting)?.is_none() {
             if Instant::now() > deadline {
                 return Err(TopicsError::NotVisible(spec.name.clone()));
             }
@@ -222,9 +224,14 @@ fn check(spec: &TopicSpec, found: usize) -> Result<Outcome, TopicsError> {
 }
 
 /// The topic's partition count (a blocking metadata request, kept off the async workers).
-fn count(probe: &BaseConsumer, topic: &str) -> Result<Option<usize>, TopicsError> {
+fn count(
+    probe: &BaseConsumer,
+    topic: &str,
+    servers: &str,
+    setting: &'static str,
+) -> Result<Option<usize>, TopicsError> {
     Ok(tokio::task::block_in_place(|| {
-        partition_count(probe, topic)
+        partition_count(probe, topic).map_err(|e| e.naming(servers, setting))
     })?)
 }
 

@@ -37,6 +37,33 @@ impl From<rdkafka::error::KafkaError> for KafkaSetupError {
     }
 }
 
+impl KafkaSetupError {
+    /// The broker did not answer: a failed metadata request becomes `Unreachable`, naming
+    /// the address and where it was given (an address that accepts connections and never
+    /// answers passes `reachable`, and librdkafka's own error names neither).
+    pub fn naming(self, servers: &str, setting: &'static str) -> KafkaSetupError {
+        use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
+        match self {
+            KafkaSetupError::Client(KafkaError::MetadataFetch(
+                code @ (C::BrokerTransportFailure
+                | C::OperationTimedOut
+                | C::AllBrokersDown
+                | C::RequestTimedOut),
+            )) => KafkaSetupError::Unreachable {
+                servers: servers.to_string(),
+                setting,
+                why: format!("no answer to a metadata request within 10 s ({code})"),
+            },
+            other => other,
+        }
+    }
+
+    /// True when the broker could not be reached (exit code 3, unlike an invalid input).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, KafkaSetupError::Unreachable { .. })
+    }
+}
+
 /// How long `reachable` waits for one address to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -233,7 +260,12 @@ pub async fn ensure_topics(
     let probe: BaseConsumer = base(cfg).create()?;
     let admin: AdminClient<DefaultClientContext> = base(cfg).create()?;
     let k = &cfg.kafka;
-    let events = match (partition_count(&probe, &k.events_topic)?, create_events) {
+    let named =
+        |e: KafkaSetupError| e.naming(&cfg.kafka.bootstrap_servers, "kafka.bootstrap_servers");
+    let events = match (
+        partition_count(&probe, &k.events_topic).map_err(named)?,
+        create_events,
+    ) {
         (Some(n), _) => n,
         (None, Some(n)) => {
             create(&admin, &k.events_topic, n, false).await?;
