@@ -75,27 +75,23 @@ fn get<'a>(tree: &'a Value, at: &[Segment]) -> Option<&'a Value> {
     })
 }
 
+fn get_mut<'a>(tree: &'a mut Value, at: &[Segment]) -> Option<&'a mut Value> {
+    at.iter().try_fold(tree, |node, seg| match (seg, node) {
+        (Segment::Map { key }, Value::Object(o)) => o.get_mut(key),
+        (Segment::Seq { index }, Value::Array(a)) => a.get_mut(*index),
+        _ => None,
+    })
+}
+
 /// Sets the value at `at`; false when it is there already (no progress) or not there.
 fn put(tree: &mut Value, at: &[Segment], value: Value) -> bool {
-    let mut node = tree;
-    for seg in at {
-        node = match (seg, node) {
-            (Segment::Map { key }, Value::Object(o)) => match o.get_mut(key) {
-                Some(v) => v,
-                None => return false,
-            },
-            (Segment::Seq { index }, Value::Array(a)) => match a.get_mut(*index) {
-                Some(v) => v,
-                None => return false,
-            },
-            _ => return false,
-        };
+    match get_mut(tree, at) {
+        Some(node) if *node != value => {
+            *node = value;
+            true
+        }
+        _ => false,
     }
-    if *node == value {
-        return false;
-    }
-    *node = value;
-    true
 }
 
 /// Removes the key at `at` (a table's key), or empties the list item there; false when
@@ -104,24 +100,10 @@ fn take_out(tree: &mut Value, at: &[Segment]) -> bool {
     let Some((last, parents)) = at.split_last() else {
         return false;
     };
-    let mut node = tree;
-    for seg in parents {
-        node = match (seg, node) {
-            (Segment::Map { key }, Value::Object(o)) => match o.get_mut(key) {
-                Some(v) => v,
-                None => return false,
-            },
-            (Segment::Seq { index }, Value::Array(a)) => match a.get_mut(*index) {
-                Some(v) => v,
-                None => return false,
-            },
-            _ => return false,
-        };
-    }
-    match (last, node) {
-        (Segment::Map { key }, Value::Object(o)) => o.remove(key).is_some(),
-        // Not removed, so the later items keep the index their problems name.
-        (Segment::Seq { index }, Value::Array(a)) => match a.get_mut(*index) {
+    match (last, get_mut(tree, parents)) {
+        (Segment::Map { key }, Some(Value::Object(o))) => o.remove(key).is_some(),
+        // Emptied, not removed, so the later items keep the index their problems name.
+        (Segment::Seq { index }, Some(Value::Array(a))) => match a.get_mut(*index) {
             Some(v) if *v != Value::Object(Default::default()) => {
                 *v = Value::Object(Default::default());
                 true
