@@ -60,7 +60,7 @@ export class VerdictReader {
     private readonly opts: ReaderOptions,
   ) {}
 
-  /** Connects both lanes and learns the topic's leaders; nothing is fetched yet. */
+  /** Connects both lanes to the topic's leaders; nothing is fetched yet. */
   async start(): Promise<void> {
     const isolationLevel = this.opts.readUncommitted ? 0 : 1;
     const lanes = await Promise.all(
@@ -68,6 +68,9 @@ export class VerdictReader {
         const cluster = createCluster(this.kafka, isolationLevel);
         await cluster.connect();
         await cluster.addTargetTopic(this.opts.topic);
+        // Connected to every leader now, not in the first call's fetch.
+        const leaders = new Set(cluster.findTopicPartitionMetadata(this.opts.topic).map((m) => m.leader));
+        await Promise.all([...leaders].map((nodeId) => cluster.findBroker({ nodeId })));
         return new Lane(cluster, name);
       }),
     );
