@@ -54,7 +54,8 @@ class GuardConfig:
     read_uncommitted: bool = False
     # Extra librdkafka properties for both clients (SASL, TLS, client.id, ...).
     kafka: Mapping[str, str] = field(default_factory=dict)
-    # Called with (where, exception) for every background problem; also logged and counted.
+    # Called with (where, exception) for every background problem, a broker outage once
+    # per outage (not per connection retry); also logged and counted.
     on_error: Optional[ErrorCallback] = None
     # Verdict ids remembered for de-duplication.
     dedupe_capacity: int = 100_000
@@ -213,11 +214,15 @@ class Guard:
         return self._producer.flush(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Flushes events, stops the reader; pending `tool_call`s return None."""
+        """Flushes events (up to `timeout`; at once while the broker is known to be away: what
+        is unsent then is dropped and counted), stops the reader; pending `tool_call`s return
+        None."""
         if self._stop.is_set():
             return
         try:
-            self._producer.flush(timeout)
+            left = self._producer.flush(0.0 if self._reach.down else timeout)
+            if left:
+                self._count("events_failed", left)
         except Exception as e:
             self._report("close", e)
         self._stop.set()
@@ -425,11 +430,13 @@ class Guard:
         self._report("kafka", KafkaException(err))
 
     def _report(self, where: str, e: BaseException) -> None:
-        """Every background problem: counted, handed to `on_error`, never raised; logged,
-        except that the broker being away is said once until it is back."""
+        """Every background problem: counted, handed to `on_error` and logged, never raised;
+        the broker being away only once until it is back (librdkafka repeats it per
+        connection and retry)."""
         self._count("background_errors")
         if unreachable(e):
-            self._reach.lost(where, e)
+            if not self._reach.lost(where, e):
+                return
         else:
             log.warning("loopguard %s: %s", where, e)
         cb = self.config.on_error
