@@ -121,3 +121,41 @@ def test_a_healthy_run_pays_milliseconds_per_call_not_the_deadline(guard: Guard)
     assert stats.tool_call_deadlines == 0, stats
     assert stats.tool_calls_no_verdict >= 48, stats
     assert per_call_ms < 1000, per_call_ms
+
+
+def test_async_runs_of_one_middleware_are_guarded_per_thread_id(guard: Guard) -> None:
+    """`ainvoke` (LangGraph servers, FastAPI) with one middleware for every conversation:
+    each run's session is its thread_id, and each conversation's loop is refused on its
+    own third identical call."""
+    import asyncio
+
+    runs: List[str] = []
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        runs.append(path)
+        return "the same three lines"
+
+    middleware = LoopguardMiddleware(guard, tool_call_deadline=3.0)
+    agent = create_agent(LoopingModel(), [read_file], middleware=[middleware])
+    threads = [f"lc-async-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+
+    async def both() -> List[Any]:
+        return await asyncio.gather(
+            *(
+                agent.ainvoke({"messages": [HumanMessage(content="What is in notes.txt?")]}, config={"configurable": {"thread_id": t}})
+                for t in threads
+            )
+        )
+
+    outs = asyncio.run(both())
+    assert runs == ["notes.txt"] * 4  # two runs by each conversation; each third refused
+    for out in outs:
+        assert out["messages"][-1].content.startswith("I stopped: Blocked")
+    for t in threads:
+        conv = middleware._threads[t]
+        assert conv.session.session_id == t
+        assert [v.rule for v in conv.session.verdicts if v.action.value == "block"] == ["tool.exact_repeat"]
+    with pytest.raises(ValueError, match="thread_id"):
+        agent.invoke({"messages": [HumanMessage(content="no thread")]})

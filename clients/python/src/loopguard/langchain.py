@@ -21,119 +21,203 @@ What it does with each part of the agent loop, and with each action (docs/contra
     from loopguard.langchain import LoopguardMiddleware
 
     guard = Guard("kafka:9092", agent="support-bot")
-    agent = create_agent(model, tools, middleware=[LoopguardMiddleware(guard.session("sess-1"))])
+    agent = create_agent(model, tools, middleware=[LoopguardMiddleware(guard)])
+    agent.invoke({"messages": [...]}, config={"configurable": {"thread_id": "sess-1"}})
+    await agent.ainvoke(...)  # the same middleware, async
 
-Install with the `langchain` extra (`pip install "./clients/python[langchain]"`). One
-middleware per session: build the agent per conversation, or keep a middleware per thread.
+Given the `Guard`, each conversation's session is its `thread_id`; given a `Session`
+(`LoopguardMiddleware(guard.session("sess-1"))`), every run of the agent is that session.
+Install with the `langchain` extra (`pip install "./clients/python[langchain]"`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Union
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from .client import Session
+from .client import Guard, Session
 from .types import Action, Evidence, Usage, Verdict
 
 
-class LoopguardMiddleware(AgentMiddleware):
-    """Publishes the agent's steps for one session and applies the guard's verdicts."""
+class _Conversation:
+    """One session's side of the middleware: the verdicts still to apply."""
 
-    def __init__(self, session: Session, tool_call_deadline: Optional[float] = None):
+    def __init__(self, session: Session):
+        self.session = session
+        self.lock = threading.Lock()
+        self.advice: List[Verdict] = []  # steer / warn for the next model call
+        self.refused: Dict[str, Verdict] = {}  # tool call id -> the verdict refusing it
+        self.aborted: Optional[Verdict] = None
+        session.on_verdict(self.on_verdict)
+
+    def on_verdict(self, verdict: Verdict) -> None:
+        if verdict.action in (Action.STEER, Action.WARN):
+            with self.lock:
+                self.advice.append(verdict)
+        elif verdict.action is Action.ABORT:
+            self.aborted = verdict
+
+
+class LoopguardMiddleware(AgentMiddleware):
+    """Publishes the agent's steps and applies the guard's verdicts, sync (`invoke`,
+    `stream`) and async (`ainvoke`, `astream`) alike.
+
+    Given a `Guard`, each conversation is the session named by the run's `thread_id`
+    (`config={"configurable": {"thread_id": ...}}`, as LangGraph servers and checkpointers
+    use): one middleware for every conversation. Given a `Session`, every run is that one."""
+
+    def __init__(self, target: Union[Guard, Session], tool_call_deadline: Optional[float] = None):
         """`tool_call_deadline`: how long each tool call waits for a verdict (default: the
         guard's `tool_call_deadline`)."""
         super().__init__()
-        self.session = session
         self.deadline = tool_call_deadline
-        self._lock = threading.Lock()
-        self._advice: List[Verdict] = []  # steer / warn for the next model call
-        self._refused: Dict[str, Verdict] = {}  # tool call id -> the verdict refusing it
-        self._aborted: Optional[Verdict] = None
-        session.on_verdict(self._on_verdict)
+        self._guard = target if isinstance(target, Guard) else None
+        self._fixed = _Conversation(target) if isinstance(target, Session) else None
+        self._threads: Dict[str, _Conversation] = {}
+        self._threads_lock = threading.Lock()
 
-    # -- hooks ---------------------------------------------------------------------------
+    @property
+    def session(self) -> Session:
+        """The session of the current run (its thread's, when given a `Guard`)."""
+        return self._conversation().session
+
+    def _conversation(self) -> _Conversation:
+        if self._fixed is not None:
+            return self._fixed
+        assert self._guard is not None
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+        if thread is None:
+            raise ValueError(
+                "LoopguardMiddleware(guard) names each session by the run's thread_id: invoke with "
+                'config={"configurable": {"thread_id": ...}}, or pass a Session'
+            )
+        with self._threads_lock:
+            conv = self._threads.get(str(thread))
+            if conv is None:
+                conv = self._threads[str(thread)] = _Conversation(self._guard.session(str(thread)))
+            return conv
+
+    # -- hooks, sync ---------------------------------------------------------------------
 
     def before_agent(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:
         messages = state.get("messages", []) if isinstance(state, dict) else []
         human = [m for m in messages if isinstance(m, HumanMessage)]
         if human:
-            self.session.user_message(_text(human[-1].content))
+            self._conversation().session.user_message(_text(human[-1].content))
         return None
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
-        response = handler(self._advised(request))
+        conv = self._conversation()
+        response = handler(_advised(conv, request))
+        self._after_model(conv, response)
+        return response
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        conv = self._conversation()
+        refusal = _refusal(conv, request)
+        if refusal is not None:
+            return refusal
+        result = handler(request)
+        _publish_result(conv, request, result)
+        return result
+
+    # -- hooks, async: the same, the waits for verdicts off the event loop ---------------
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:
+        return self.before_agent(state, runtime)  # publishing only queues
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        conv = self._conversation()
+        response = await handler(_advised(conv, request))
+        await asyncio.to_thread(self._after_model, conv, response)
+        return response
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]) -> Any:
+        conv = self._conversation()
+        refusal = _refusal(conv, request)
+        if refusal is not None:
+            return refusal
+        result = await handler(request)
+        _publish_result(conv, request, result)
+        return result
+
+    # -- what a model response publishes -------------------------------------------------
+
+    def _after_model(self, conv: _Conversation, response: ModelResponse) -> None:
+        """Its text, then each tool call it asks for (each waiting for the guard's answer),
+        then `turn_end`; a block or abort refuses the round's calls from there on."""
         ai = next((m for m in response.result if isinstance(m, AIMessage)), None)
         if ai is None:
-            return response
+            return
+        session = conv.session
         if _text(ai.content):
-            self.session.assistant_message(_text(ai.content))
+            session.assistant_message(_text(ai.content))
         refused: Optional[Verdict] = None
         for call in ai.tool_calls:
             verdict = None
             if refused is None:  # after a block, the round's other calls are not published
-                verdict = self.session.tool_call(
-                    call["name"], call["args"], call_id=call.get("id") or None, deadline=self.deadline
-                )
+                verdict = session.tool_call(call["name"], call["args"], call_id=call.get("id") or None, deadline=self.deadline)
             if verdict is not None and verdict.action in (Action.BLOCK, Action.ABORT):
                 refused = verdict
                 if verdict.action is Action.ABORT:
-                    self._aborted = verdict
+                    conv.aborted = verdict
             if refused is not None and call.get("id"):
-                with self._lock:
-                    self._refused[str(call["id"])] = refused
-        self.session.turn_end(usage=_usage(ai))
-        return response
+                with conv.lock:
+                    conv.refused[str(call["id"])] = refused
+        session.turn_end(usage=_usage(ai))
 
-    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
-        call = request.tool_call
-        with self._lock:
-            verdict = self._refused.pop(str(call.get("id")), None)
-        if verdict is not None:
-            return ToolMessage(
-                content=verdict.message, tool_call_id=call.get("id") or "", name=call["name"], status="error"
-            )
-        result = handler(request)
-        if isinstance(result, ToolMessage):
-            error = result.status == "error"
-            self.session.tool_result(
-                call["name"],
-                "error" if error else "ok",
-                call_id=call.get("id") or None,
-                error=_text(result.content)[:4096] if error else None,
-                evidence=Evidence.observed(_text(result.content)),
-            )
-        return result
 
-    # -- verdicts ------------------------------------------------------------------------
+def _refusal(conv: _Conversation, request: ToolCallRequest) -> Optional[ToolMessage]:
+    """The error answer of a call the guard refused (the tool is not run), else None."""
+    call = request.tool_call
+    with conv.lock:
+        verdict = conv.refused.pop(str(call.get("id")), None)
+    if verdict is None:
+        return None
+    return ToolMessage(content=verdict.message, tool_call_id=call.get("id") or "", name=call["name"], status="error")
 
-    def _on_verdict(self, verdict: Verdict) -> None:
-        if verdict.action in (Action.STEER, Action.WARN):
-            with self._lock:
-                self._advice.append(verdict)
-        elif verdict.action is Action.ABORT:
-            self._aborted = verdict
 
-    def _advised(self, request: ModelRequest) -> ModelRequest:
-        with self._lock:
-            advice, self._advice = self._advice, []
-        aborted = self._aborted
-        if not advice and aborted is None:
-            return request
-        notes = [v.message for v in advice]
-        if aborted is not None:
-            notes.append(aborted.message)
-        messages = list(request.messages) + [SystemMessage(content="\n".join(notes))]
-        settings = dict(request.model_settings)
-        for v in advice:
-            if v.directives.reasoning_effort:
-                settings["reasoning_effort"] = v.directives.reasoning_effort
-        if aborted is not None:
-            return request.override(messages=messages, model_settings=settings, tools=[])
-        return request.override(messages=messages, model_settings=settings)
+def _publish_result(conv: _Conversation, request: ToolCallRequest, result: Any) -> None:
+    if not isinstance(result, ToolMessage):
+        return
+    call = request.tool_call
+    error = result.status == "error"
+    conv.session.tool_result(
+        call["name"],
+        "error" if error else "ok",
+        call_id=call.get("id") or None,
+        error=_text(result.content)[:4096] if error else None,
+        evidence=Evidence.observed(_text(result.content)),
+    )
+
+
+def _advised(conv: _Conversation, request: ModelRequest) -> ModelRequest:
+    """The request with the steers and warns received since the last model call (and an
+    abort's message, with no tools) added."""
+    with conv.lock:
+        advice, conv.advice = conv.advice, []
+    aborted = conv.aborted
+    if not advice and aborted is None:
+        return request
+    notes = [v.message for v in advice]
+    if aborted is not None:
+        notes.append(aborted.message)
+    messages = list(request.messages) + [SystemMessage(content="\n".join(notes))]
+    settings = dict(request.model_settings)
+    for v in advice:
+        if v.directives.reasoning_effort:
+            settings["reasoning_effort"] = v.directives.reasoning_effort
+    if aborted is not None:
+        return request.override(messages=messages, model_settings=settings, tools=[])
+    return request.override(messages=messages, model_settings=settings)
 
 
 def _usage(ai: AIMessage) -> Optional[Usage]:
