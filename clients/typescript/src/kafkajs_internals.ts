@@ -39,6 +39,9 @@ export interface FetchCluster {
   refreshMetadata(): Promise<void>;
   findTopicPartitionMetadata(topic: string): { partitionId: number; leader: number }[];
   findBroker(node: { nodeId: number }): Promise<FetchBroker>;
+  fetchTopicsOffset(
+    topics: { topic: string; partitions: { partition: number }[]; fromBeginning: boolean }[],
+  ): Promise<{ topic: string; partitions: { partition: number; offset: string }[] }[]>;
 }
 
 interface BatchOf {

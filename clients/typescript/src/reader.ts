@@ -143,6 +143,7 @@ export class VerdictReader {
         backoff = 100;
       } catch (e) {
         if (lane.stopped || this.closed) break;
+        if (await this.outOfRange(lane, e)) continue;
         this.opts.onError("verdict reader", e);
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(backoff * 2, 5000);
@@ -151,6 +152,24 @@ export class VerdictReader {
         lane.busy = false;
       }
       if (lane === this.main) this.spare?.wake?.();
+    }
+  }
+
+  /** A partition's position is gone (the topic was recreated, or retention passed it):
+   * it goes on from the partition's end, as a reader started now would. */
+  private async outOfRange(lane: Lane, e: unknown): Promise<boolean> {
+    const err = e as { name?: string; partition?: number };
+    if (err?.name !== "KafkaJSOffsetOutOfRange" || err.partition === undefined || !this.position.has(err.partition)) return false;
+    const partition = err.partition;
+    try {
+      const [latest] = await lane.cluster.fetchTopicsOffset([{ topic: this.opts.topic, partitions: [{ partition }], fromBeginning: false }]);
+      const end = latest?.partitions.find((p) => p.partition === partition)?.offset;
+      if (end === undefined) return false;
+      this.position.set(partition, BigInt(end));
+      this.opts.onError("verdict reader", new Error(`partition ${partition}: position out of range, reading on from its end (${end})`));
+      return true;
+    } catch {
+      return false;
     }
   }
 
