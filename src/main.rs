@@ -171,6 +171,7 @@ fn main() -> ExitCode {
             config.as_deref(),
             loopguard::replay::Options {
                 strict,
+                strict_types: strict,
                 judged,
                 summary,
             },

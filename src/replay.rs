@@ -72,6 +72,9 @@ impl Summary {
 pub struct Options {
     /// Stop at the first malformed line.
     pub strict: bool,
+    /// Stop at the first event of a type this guard does not know (`--strict` sets both:
+    /// in a recorded file such a type is more often a typo than a newer runtime's).
+    pub strict_types: bool,
     /// After each line's verdicts, the judged-through marker the service would write: the
     /// file is read as partition 0, the line numbered n at offset n - 1 (no `emitted_at`,
     /// so the output stays the same every run).
@@ -146,7 +149,7 @@ pub fn run_with_changes(
         if let Body::Unknown { kind } = &event.body {
             // Skipped and counted, as the service does (a newer runtime's type); named here,
             // since in a recorded file it is more often a typo.
-            if strict {
+            if opts.strict_types {
                 return Err(ReplayError::Malformed {
                     line: number,
                     reason: unknown_type(kind),

@@ -25,8 +25,7 @@ fn replay_with(policy: &Value, events: &Path) -> Vec<Value> {
     let input = std::io::BufReader::new(std::fs::File::open(events).unwrap());
     let opts = replay::Options {
         strict: true,
-        judged: false,
-        summary: false,
+        ..Default::default()
     };
     replay::run(&mut engine, input, &mut out, opts, |_| {}).unwrap();
     String::from_utf8(out)

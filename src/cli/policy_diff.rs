@@ -38,11 +38,7 @@ pub struct PolicyDiff {
 fn verdicts(policy: &PolicySet, events: &[u8]) -> Result<(Vec<Verdict>, usize), ReplayError> {
     let mut engine = Engine::new(policy.clone(), Limits::default());
     let mut out = Vec::new();
-    let opts = replay::Options {
-        strict: false,
-        judged: false,
-        summary: false,
-    };
+    let opts = replay::Options::default();
     let summary = replay::run(&mut engine, events, &mut out, opts, |_| {})?;
     let list = out
         .split(|b| *b == b'\n')
