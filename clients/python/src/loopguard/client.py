@@ -172,9 +172,6 @@ class Guard:
         )
         self._poller = threading.Thread(target=self._serve_deliveries, name="loopguard-deliveries", daemon=True)
         self._poller.start()
-        if not self._reader.wait_ready(cfg.startup_timeout):
-            self.close(0)
-            raise GuardError(f"the verdict reader could not reach Kafka at {cfg.bootstrap_servers} within {cfg.startup_timeout} s")
 
     # ---- public -------------------------------------------------------------------------
 

@@ -55,7 +55,6 @@ class VerdictReader:
         self._on_error = on_error
         self._stop = threading.Event()
         self._restart = threading.Event()
-        self._ready = threading.Event()
         # The spare consumer, made by a helper thread; taken by the reader thread only.
         self._spare: Optional[Consumer] = None
         self._spare_making = False
@@ -70,10 +69,6 @@ class VerdictReader:
         with self._lock:
             if partition not in self._position:
                 self._wanted.add(partition)
-
-    def wait_ready(self, timeout: float) -> bool:
-        """True once the reader can read: its consumer made and the topic's leaders known."""
-        return self._ready.wait(timeout)
 
     def assigned(self) -> Set[int]:
         with self._lock:
@@ -96,8 +91,6 @@ class VerdictReader:
 
     def _run(self) -> None:
         consumer, self._first = self._first, None
-        if consumer is not None:
-            self._ready.set()
         while not self._stop.is_set():
             try:
                 if self._restart.is_set():
@@ -112,7 +105,6 @@ class VerdictReader:
                         parts = dict(self._position)
                     if parts:
                         consumer.assign([TopicPartition(self._topic, p, o) for p, o in parts.items()])
-                    self._ready.set()
                 consumer = self._assign_wanted(consumer)
                 msg = consumer.poll(POLL_SECONDS)
                 if msg is None:
@@ -153,7 +145,9 @@ class VerdictReader:
             if spare is not None:
                 self._spare = None
             positions = dict(self._position)
-            incomplete = len(self._position) < self._partitions
+            # A spare only once something is read: with nothing assigned no fetch is in
+            # flight, so a Guard made before its first session makes none yet.
+            incomplete = 0 < len(self._position) < self._partitions
         if new and spare is not None:
             # The spare has no fetch in flight: the new partition is fetched at once.
             spare.assign([TopicPartition(self._topic, p, o) for p, o in positions.items()])
