@@ -41,8 +41,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
+from ._lcmessages import text_of as _text
+from ._lcmessages import usage_of as _usage
 from .client import Guard, Session
-from .types import Action, Evidence, Usage, Verdict
+from .types import Action, Evidence, Verdict
 
 
 class _Conversation:
@@ -195,7 +197,7 @@ def _publish_result(conv: _Conversation, request: ToolCallRequest, result: Any) 
         "error" if error else "ok",
         call_id=call.get("id") or None,
         error=_text(result.content)[:4096] if error else None,
-        evidence=Evidence.observed(_text(result.content)),
+        evidence=Evidence.output(_text(result.content)),
     )
 
 
@@ -218,21 +220,3 @@ def _advised(conv: _Conversation, request: ModelRequest) -> ModelRequest:
     if aborted is not None:
         return request.override(messages=messages, model_settings=settings, tools=[])
     return request.override(messages=messages, model_settings=settings)
-
-
-def _usage(ai: AIMessage) -> Optional[Usage]:
-    """The response's `usage_metadata` (input and output tokens), when the model says."""
-    meta = getattr(ai, "usage_metadata", None) or {}
-    tokens = {k: meta.get(k) for k in ("input_tokens", "output_tokens")}
-    if all(not isinstance(v, int) or isinstance(v, bool) for v in tokens.values()):
-        return None
-    counts = {k: v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None for k, v in tokens.items()}
-    return Usage(input_tokens=counts["input_tokens"], output_tokens=counts["output_tokens"])
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content if isinstance(p, (str, dict)))
-    return str(content)

@@ -230,6 +230,12 @@ class Evidence:
         )
 
     @classmethod
+    def output(cls, output: Any) -> "Evidence":
+        """A result whose effect is not known (what a framework adapter can tell): its output
+        hashed, no effect, so it never counts as a round without progress."""
+        return cls(output_hash=output_hash(output))
+
+    @classmethod
     def observed(cls, output: Any, new_info: Optional[bool] = None) -> "Evidence":
         """A call without side effects whose output is hashed (status polls, searches)."""
         return cls(effect=Effect.NONE, output_hash=output_hash(output), new_info=new_info)

@@ -1,0 +1,85 @@
+"""The OpenAI Agents SDK adapter in the SDK's own loop (`Runner.run`, the SDK's
+`ScriptedModel`), a real broker and a real `loopguard serve`: a model stuck on one call has
+the 3rd refused before it runs and reads the guard's message; a healthy run finishes
+untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any, List
+
+import pytest
+
+pytest.importorskip("agents", reason="the `openai-agents` extra is not installed")
+
+from agents import Agent, Runner, function_tool  # noqa: E402
+from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
+from agents.usage import Usage as AgentsUsage  # noqa: E402
+
+from loopguard import Guard  # noqa: E402
+from loopguard.openai_agents import guard_agent  # noqa: E402
+
+INSTRUCTIONS = "You read files."
+
+
+def scripted(files: int, rounds: int = 10) -> ScriptedModel:
+    """Reads `files` paths in turn (the same one when 1: a loop), one call a response, until
+    a tool output says it was blocked; then says what it read."""
+
+    def respond(call: ModelCall) -> ModelStep:
+        outputs = [str(i.get("output")) for i in call.input if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        usage = AgentsUsage(requests=1, input_tokens=100, output_tokens=10, total_tokens=110)
+        blocked = [o for o in outputs if o.startswith("Blocked")]
+        if blocked:
+            return ModelStep(output=[assistant_message(f"I stopped: {blocked[-1][:30]}")], usage=usage)
+        n = len(outputs)
+        if n >= rounds:
+            return ModelStep(output=[assistant_message(f"Read {n} files.")], usage=usage)
+        path = "notes.txt" if files == 1 else f"src/part_{n}.py"
+        return ModelStep(output=[function_call("read_file", {"path": path}, call_id=f"call-{n}")], usage=usage)
+
+    return ScriptedModel([ModelStep.respond(respond) for _ in range(rounds + 2)])
+
+
+def reading_agent(model: ScriptedModel, runs: List[str]) -> Agent[Any]:
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        runs.append(path)
+        return f"contents of {path}"
+
+    return Agent(name="reader", instructions=INSTRUCTIONS, model=model, tools=[read_file])
+
+
+def test_the_third_identical_call_is_refused_and_the_model_reads_why(guard: Guard) -> None:
+    runs: List[str] = []
+    session = guard.session(f"oa-{uuid.uuid4().hex[:10]}")
+    agent = reading_agent(scripted(files=1), runs)
+    result = asyncio.run(Runner.run(guard_agent(agent, session, tool_call_deadline=3.0), "What is in notes.txt?"))
+
+    assert runs == ["notes.txt", "notes.txt"]  # the third call was refused, not run
+    assert result.final_output.startswith("I stopped: Blocked")  # the model read the message
+    blocks = [v for v in session.verdicts if v.action.value == "block"]
+    assert [v.rule for v in blocks] == ["tool.exact_repeat"]
+    assert blocks[0].loop_cost is not None and blocks[0].loop_cost.tokens == 220  # usage went out
+    assert agent.tools[0].tool_input_guardrails in (None, [])  # the agent passed in is unchanged
+    assert guard.stats().background_errors == 0
+
+
+def test_a_healthy_run_finishes_untouched(guard: Guard) -> None:
+    runs: List[str] = []
+    model = scripted(files=12, rounds=12)
+    session = guard.session(f"oa-healthy-{uuid.uuid4().hex[:8]}")
+    started = time.perf_counter()
+    result = Runner.run_sync(guard_agent(reading_agent(model, runs), session, tool_call_deadline=10.0), "Read the sources.", max_turns=20)
+    took = time.perf_counter() - started
+
+    assert result.final_output == "Read 12 files."
+    assert len(runs) == 12
+    assert all(call.system_instructions == INSTRUCTIONS for call in model.calls)  # nothing injected
+    stats = guard.stats()
+    assert stats.tool_call_deadlines == 0, stats  # each call answered by a marker, not the deadline
+    assert took < 12 * 1.0, took
+    assert session.verdicts == []
