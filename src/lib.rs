@@ -2,11 +2,14 @@
 //! pure state machine; replay, the Kafka service and the admin HTTP are adapters around it.
 #![forbid(unsafe_code)]
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod cost_summary;
 pub mod demo;
+pub mod edge;
 pub mod engine;
 pub mod fleet;
+pub mod hook;
 pub mod loadgen;
 pub mod replay;
 pub mod service;

@@ -88,6 +88,12 @@ enum Command {
         #[arg(long)]
         duration: Option<u64>,
     },
+    /// A local sidecar or daemon: one Kafka connection served over HTTP on loopback, for
+    /// runtimes without a Kafka client, the hook commands and the MCP proxy.
+    Edge(loopguard::edge::EdgeArgs),
+    /// The command a coding CLI's hook settings run (claude-code, codex, gemini): its hook
+    /// JSON on stdin, its decision JSON on stdout; asks the local edge.
+    Hook(loopguard::hook::HookArgs),
     /// Load tool: produce a fleet workload at a rate and measure throughput and latency.
     Loadgen(loopguard::loadgen::LoadgenArgs),
     /// The guard's Kafka topics.
@@ -231,6 +237,21 @@ fn main() -> ExitCode {
             };
             run_async(loopguard::demo::run(cfg, prometheus::Registry::new(), opts))
         }
+        Command::Edge(args) => {
+            let mut cfg = match load_config(args.config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            if let Some(b) = &args.bootstrap_servers {
+                cfg.kafka.bootstrap_servers.clone_from(b);
+            }
+            telemetry();
+            run_async(loopguard::edge::run(args, cfg))
+        }
+        Command::Hook(args) => {
+            loopguard::hook::run(&args);
+            ExitCode::SUCCESS
+        }
         Command::Loadgen(args) => {
             telemetry();
             run_async(loopguard::loadgen::run(args))
@@ -301,6 +322,10 @@ fn failure_code(e: &anyhow::Error) -> u8 {
             .downcast_ref::<KafkaSetupError>()
             .is_some_and(KafkaSetupError::is_unreachable)
             || matches!(cause.downcast_ref::<TopicsError>(), Some(TopicsError::Check(k)) if k.is_unreachable())
+            || matches!(
+                cause.downcast_ref::<loopguard::client::ClientError>(),
+                Some(loopguard::client::ClientError::Unreachable { .. })
+            )
     });
     if unreachable {
         3

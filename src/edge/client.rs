@@ -1,0 +1,130 @@
+//! The edge's own client, blocking and small: what a hook command (a new process per tool
+//! call) and the MCP proxy use to reach `loopguard edge` on loopback. Every failure to reach
+//! it is a fail-open answer that says why; nothing here waits past the caller's deadline.
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Where the edge is unless told otherwise (`LOOPGUARD_EDGE`).
+pub const DEFAULT_URL: &str = "http://127.0.0.1:9465";
+
+/// The edge's answer to a check, as a caller acts on it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EdgeAnswer {
+    /// An enforced verdict: `action` (`warn`, `steer`, `block`, `abort`), `message`, and the
+    /// whole verdict.
+    Verdict {
+        action: String,
+        message: String,
+        verdict: Value,
+    },
+    /// Judged, nothing to say.
+    None,
+    /// No answer in time, or the edge unreachable: run the tool; `why` says so.
+    FailOpen { why: String },
+    /// The edge refused the event (400): a bug in the adapter's mapping; `why` names the field.
+    Invalid { why: String },
+}
+
+pub struct EdgeClient {
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl EdgeClient {
+    pub fn new(base: &str) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_millis(500)))
+            .build()
+            .into();
+        EdgeClient {
+            base: base.trim_end_matches('/').to_string(),
+            agent,
+        }
+    }
+
+    /// Posts `event` to `/v1/check`, asking the edge to answer within `deadline` less a
+    /// margin for the round trip; the whole call never takes longer than `deadline`.
+    pub fn check(&self, event: &Value, deadline: Duration) -> EdgeAnswer {
+        let started = Instant::now();
+        let margin = (deadline / 10).clamp(Duration::from_millis(20), Duration::from_millis(200));
+        let ask = deadline
+            .saturating_sub(margin)
+            .max(Duration::from_millis(1));
+        let url = format!("{}/v1/check?deadline_ms={}", self.base, ask.as_millis());
+        let (status, body) = match self.post(&url, event, deadline) {
+            Ok(r) => r,
+            Err(e) => {
+                return EdgeAnswer::FailOpen {
+                    why: format!(
+                        "the edge at {} did not answer ({e}) after {} ms",
+                        self.base,
+                        started.elapsed().as_millis()
+                    ),
+                }
+            }
+        };
+        let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        match status {
+            200 => match &parsed["verdict"] {
+                Value::Object(v) => EdgeAnswer::Verdict {
+                    action: v
+                        .get("action")
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown")
+                        .into(),
+                    message: v
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .into(),
+                    verdict: parsed["verdict"].clone(),
+                },
+                _ if parsed["answer"] == "fail_open" => EdgeAnswer::FailOpen {
+                    why: format!(
+                        "the guard did not answer in time ({}: {})",
+                        parsed["fail_open"]["reason"].as_str().unwrap_or("?"),
+                        parsed["fail_open"]["detail"].as_str().unwrap_or("")
+                    ),
+                },
+                _ => EdgeAnswer::None,
+            },
+            400 => EdgeAnswer::Invalid {
+                why: parsed["detail"].as_str().unwrap_or(&body).to_string(),
+            },
+            code => EdgeAnswer::FailOpen {
+                why: format!("the edge answered HTTP {code}: {}", body.trim()),
+            },
+        }
+    }
+
+    /// Posts events to `/v1/events`; Err says why they were not taken.
+    pub fn publish(&self, events: &Value, within: Duration) -> Result<(), String> {
+        let url = format!("{}/v1/events", self.base);
+        match self.post(&url, events, within) {
+            Ok((202, _)) => Ok(()),
+            Ok((code, body)) => Err(format!("the edge answered HTTP {code}: {}", body.trim())),
+            Err(e) => Err(format!("the edge at {} did not answer ({e})", self.base)),
+        }
+    }
+
+    fn post(
+        &self,
+        url: &str,
+        body: &Value,
+        within: Duration,
+    ) -> Result<(u16, String), ureq::Error> {
+        let mut resp = self
+            .agent
+            .post(url)
+            .config()
+            .timeout_global(Some(within))
+            .build()
+            .header("content-type", "application/json")
+            .send(serde_json::to_vec(body).expect("JSON serialises"))?;
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string()?;
+        Ok((status, text))
+    }
+}

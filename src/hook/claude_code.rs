@@ -1,0 +1,73 @@
+//! Claude Code's hooks (settings.json `hooks`): `PreToolUse`, `PostToolUse`,
+//! `PostToolUseFailure`, `UserPromptSubmit`, `Stop`. Answers are JSON on stdout with exit 0;
+//! an allow never sets `permissionDecision` (an "allow" there would skip the user's
+//! permission prompt). Sources: tests/fixtures/hooks/SOURCES.md.
+
+use super::moment::{bounded_id, required, text, Decision, Moment, Payload};
+use serde_json::{json, Value};
+
+pub fn read(payload: &Value) -> Result<Payload, String> {
+    let event_name = required(payload, "hook_event_name")?.to_string();
+    let session_id = bounded_id(required(payload, "session_id")?);
+    let tool = || {
+        text(payload, "tool_name")
+            .filter(|t| !t.is_empty())
+            .unwrap_or("unknown")
+            .to_string()
+    };
+    let call_id = || {
+        text(payload, "tool_use_id")
+            .map(bounded_id)
+            .unwrap_or_else(|| {
+                super::moment::derived_call_id(&session_id, &tool(), &payload["tool_input"])
+            })
+    };
+    let moment = match event_name.as_str() {
+        "PreToolUse" => Moment::BeforeTool {
+            call_id: call_id(),
+            tool: tool(),
+            input: payload.get("tool_input").cloned().unwrap_or(Value::Null),
+        },
+        "PostToolUse" | "PostToolUseFailure" => Moment::AfterTool {
+            call_id: call_id(),
+            tool: tool(),
+            error: (event_name == "PostToolUseFailure").then(|| {
+                text(payload, "error")
+                    .unwrap_or("the tool failed")
+                    .to_string()
+            }),
+            output: payload
+                .get("tool_response")
+                .or_else(|| payload.get("error"))
+                .cloned()
+                .unwrap_or(Value::Null),
+        },
+        "UserPromptSubmit" => Moment::Prompt {
+            text: text(payload, "prompt").unwrap_or_default().to_string(),
+        },
+        "Stop" | "SubagentStop" => Moment::Stop,
+        _ => Moment::Other,
+    };
+    Ok(Payload {
+        session_id,
+        event_name,
+        model: None,
+        moment,
+    })
+}
+
+pub fn answer(p: &Payload, d: &Decision) -> Value {
+    let event = p.event_name.as_str();
+    match (d, &p.moment) {
+        (Decision::Allow, _) => json!({}),
+        (Decision::Deny(m), _) => json!({"hookSpecificOutput": {
+            "hookEventName": event, "permissionDecision": "deny", "permissionDecisionReason": m}}),
+        (Decision::Stop(m), Moment::BeforeTool { .. }) => json!({
+            "continue": false, "stopReason": m,
+            "hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
+                                   "permissionDecisionReason": m}}),
+        (Decision::Stop(m), _) => json!({"continue": false, "stopReason": m}),
+        (Decision::Context(m), _) => json!({"hookSpecificOutput": {
+            "hookEventName": event, "additionalContext": m}}),
+    }
+}
