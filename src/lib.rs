@@ -11,5 +11,6 @@ pub mod engine;
 pub mod fleet;
 pub mod hook;
 pub mod loadgen;
+pub mod mcp_proxy;
 pub mod replay;
 pub mod service;

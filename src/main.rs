@@ -94,6 +94,9 @@ enum Command {
     /// The command a coding CLI's hook settings run (claude-code, codex, gemini): its hook
     /// JSON on stdin, its decision JSON on stdout; asks the local edge.
     Hook(loopguard::hook::HookArgs),
+    /// A stdio MCP proxy: every tools/call checked with the local edge before the server
+    /// sees it (`loopguard mcp-proxy -- SERVER COMMAND...`).
+    McpProxy(loopguard::mcp_proxy::McpProxyArgs),
     /// Load tool: produce a fleet workload at a rate and measure throughput and latency.
     Loadgen(loopguard::loadgen::LoadgenArgs),
     /// The guard's Kafka topics.
@@ -252,6 +255,7 @@ fn main() -> ExitCode {
             loopguard::hook::run(&args);
             ExitCode::SUCCESS
         }
+        Command::McpProxy(args) => loopguard::mcp_proxy::run(args),
         Command::Loadgen(args) => {
             telemetry();
             run_async(loopguard::loadgen::run(args))

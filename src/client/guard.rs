@@ -6,7 +6,7 @@ use super::pending::Settled;
 use super::reader::{self, Shared};
 use super::settings::GuardSettings;
 use super::verdict::Verdict;
-use crate::engine::event::{Body, DecodeError, Event};
+use crate::engine::event::{DecodeError, Event};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -237,20 +237,13 @@ impl Guard {
         Ok(())
     }
 
-    /// Publishes a `tool_call` and waits for its answer at most `deadline`; never longer.
-    /// Only an invalid event is an error (nothing sent).
+    /// Publishes an event and waits for the guard's answer on it at most `deadline`; never
+    /// longer. For a `tool_call`, whether to run it; for a `tool_result` (or any event), the
+    /// verdict it brought (a steer on a repeated error) or none. Only an invalid event is an
+    /// error (nothing sent).
     pub async fn check(&self, event: &Value, deadline: Duration) -> Result<Answer, ClientError> {
         let started = Instant::now();
         let ev = Self::validate(event)?;
-        if !matches!(ev.body, Body::ToolCall { .. }) {
-            return Err(ClientError::InvalidEvent {
-                reason: "invalid_field",
-                detail: format!(
-                    "invalid field `type`: a check takes a `tool_call`, not `{}`",
-                    ev.body.kind()
-                ),
-            });
-        }
         let event_id = ev.meta.event_id.as_str();
         let answer = self.shared.pending.lock().unwrap().register(event_id);
         let delivery = self.send(event, &ev.meta.session_id)?;

@@ -127,9 +127,10 @@ struct CheckQuery {
     deadline_ms: Option<u64>,
 }
 
-/// A `tool_call` event: 200 with `{"verdict": {...}}` (act on it), `{"verdict": null}` as
-/// soon as the guard judged the call with nothing to say, or `{"verdict": null,
-/// "fail_open": {...}}` at the deadline. `answer` names which.
+/// One event, usually a `tool_call`: 200 with `{"verdict": {...}}` (act on it), `{"verdict":
+/// null}` as soon as the guard judged it with nothing to say, or `{"verdict": null,
+/// "fail_open": {...}}` at the deadline. `answer` names which. Any other type is answered
+/// the same way (a `tool_result`'s steer on a repeated error).
 async fn check(
     State(edge): State<Arc<Edge>>,
     Query(q): Query<CheckQuery>,
