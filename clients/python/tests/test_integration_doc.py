@@ -7,10 +7,17 @@ output, compared exactly.
 
 Only names change: `kafka:9092` becomes the test broker, the default topic names private
 ones (and the examples' `Guard(...)` get those topics passed in).
+
+A `python` block that imports a framework adapter (`loopguard.langgraph`, ...) needs that
+framework, an extra the install block does not install: it runs with this suite's own
+interpreter, where scripts/clients-test.sh installs every extra. Without the framework there
+it is not run (nor its output block), unless LOOPGUARD_DOC_EXTRAS=required (the script sets
+it), which makes that a failure.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -28,6 +35,9 @@ from guardproc import GuardProcess, free_port
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "integration.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.M | re.S)
+# The framework adapters' modules, and the framework each needs.
+ADAPTER = re.compile(r"^from loopguard\.(langgraph|openai_agents|pydantic_ai|claude_agent_sdk) import", re.M)
+FRAMEWORK = {"langgraph": "langgraph", "openai_agents": "agents", "pydantic_ai": "pydantic_ai", "claude_agent_sdk": "claude_agent_sdk"}
 
 
 def blocks() -> List[Tuple[str, str]]:
@@ -64,9 +74,14 @@ def test_every_code_block_of_the_integration_doc_runs(tmp_path: pathlib.Path) ->
     guard = GuardProcess(bootstrap=bootstrap, name=name, workdir=tmp_path, binary=binary, admin_port=free_port())
     ran = {"sh": 0, "python": 0, "ts": 0, "json": 0}
     last_output = None
+    not_run: List[str] = []  # framework blocks whose framework is not installed here
+    skip_output = False
     try:
         for n, (kind, code) in enumerate(blocks()):
             where = f"docs/integration.md block {n + 1} ({kind})"
+            if kind == "text" and skip_output:
+                skip_output = False
+                continue
             if kind == "text":
                 assert last_output is not None, f"{where}: output block without a code block before it"
                 assert last_output == code, f"{where}: the output is not the block's:\n{last_output}"
@@ -79,9 +94,19 @@ def test_every_code_block_of_the_integration_doc_runs(tmp_path: pathlib.Path) ->
                     guard.write_config()  # the same names the doc's command created
                     guard.start()
             elif kind == "python":
+                interpreter = str(env_dir / "bin" / "python")
+                adapter = ADAPTER.search(code)
+                if adapter is not None:
+                    framework = FRAMEWORK[adapter.group(1)]
+                    if importlib.util.find_spec(framework) is None:
+                        assert os.environ.get("LOOPGUARD_DOC_EXTRAS") != "required", f"{where}: `{framework}` is not installed"
+                        not_run.append(where)
+                        skip_output = True
+                        continue
+                    interpreter = sys.executable  # where the extras are installed
                 script = project / f"block{n + 1}.py"
                 script.write_text(python(code, bootstrap, topics))
-                last_output = run([str(env_dir / "bin" / "python"), str(script)], project, env, where)
+                last_output = run([interpreter, str(script)], project, env, where)
             elif kind == "ts":
                 script = project / f"block{n + 1}.mjs"
                 script.write_text(typescript(code, bootstrap, topics))
@@ -93,6 +118,8 @@ def test_every_code_block_of_the_integration_doc_runs(tmp_path: pathlib.Path) ->
         guard.stop()
         guard.delete_topics()
     assert all(ran.values()), ran
+    if not_run:
+        print(f"\nnot run, their frameworks not installed: {', '.join(not_run)}")
 
 
 def run(argv: List[str], cwd: pathlib.Path, env: dict, where: str) -> str:
