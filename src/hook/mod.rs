@@ -191,3 +191,7 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
+
+#[cfg(test)]
+#[path = "formats_test.rs"]
+mod formats_test;
