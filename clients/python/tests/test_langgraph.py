@@ -135,3 +135,50 @@ def test_a_graph_of_ones_own_with_the_guarded_tool_node_async(guard: Guard) -> N
     assert runs == ["notes.txt", "notes.txt"]
     assert out["messages"][-1].content.startswith("I stopped: Blocked")
     assert [v.rule for v in lg.session.verdicts if v.action.value == "block"] == ["tool.exact_repeat"]
+
+
+def test_an_abort_ends_the_graph_with_the_guards_message_after_its_warning(guard: Guard) -> None:
+    """A round budget of 3 announced with the user message: the guard warns on the 3rd round
+    (the warning reaches the next model call only) and aborts the 4th: its call is refused
+    and the graph ends on the verdict's message."""
+    from loopguard import Limits
+
+    runs: List[str] = []
+    model = ScriptedModel(files=12, rounds=12, seen=[])
+    session = guard.session(f"lg-abort-{uuid.uuid4().hex[:8]}")
+    lg = LoopguardHooks(session, tool_call_deadline=3.0, limits=Limits(max_tool_rounds=3))
+    out = react_agent(model, [reader(runs)], lg).invoke({"messages": [HumanMessage(content="Read the sources.")]})
+
+    assert len(runs) == 3  # the 4th round's call was refused
+    last = out["messages"][-1]
+    assert isinstance(last, AIMessage) and last.name == "loopguard" and not last.tool_calls
+    assert last.content.startswith("This request has used 4 model-tool rounds")
+    injected = [str(m.content) for call in model.seen for m in call if isinstance(m, SystemMessage)]
+    assert injected and injected[0].startswith("3 of 3 tool rounds used")  # the warning, once
+    assert not any(isinstance(m, SystemMessage) for m in out["messages"])  # never in the history
+    assert [v.rule for v in session.verdicts if v.action.value == "abort"] == ["budget.tool_rounds"]
+
+
+def test_observe_mode_verdicts_are_never_acted_on(guard_process: Any) -> None:
+    """Tenant `observer` runs every rule in observe mode (conftest's guard): the looping
+    model's calls all run, and what the guard would have done reaches `on_observed` only."""
+    observer = Guard(
+        guard_process.bootstrap,
+        events_topic=guard_process.events_topic,
+        verdicts_topic=guard_process.verdicts_topic,
+        tenant="observer",
+    )
+    try:
+        seen: List[Any] = []
+        session = observer.session(f"lg-observe-{uuid.uuid4().hex[:8]}", on_observed=seen.append)
+        runs: List[str] = []
+        agent = react_agent(ScriptedModel(rounds=4, seen=[]), [reader(runs)], LoopguardHooks(session, tool_call_deadline=3.0))
+        out = agent.invoke({"messages": [HumanMessage(content="What is in notes.txt?")]})
+        assert runs == ["notes.txt"] * 4 and out["messages"][-1].content == "Read 4 files."
+        assert session.verdicts == []
+        deadline = time.monotonic() + 5
+        while not any(v.rule == "tool.exact_repeat" for v in seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(v.rule == "tool.exact_repeat" and not v.enforce for v in seen)
+    finally:
+        observer.close()

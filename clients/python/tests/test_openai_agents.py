@@ -83,3 +83,23 @@ def test_a_healthy_run_finishes_untouched(guard: Guard) -> None:
     assert stats.tool_call_deadlines == 0, stats  # each call answered by a marker, not the deadline
     assert took < 12 * 1.0, took
     assert session.verdicts == []
+
+
+def test_an_abort_stops_the_run_with_the_sdks_exception(guard: Guard) -> None:
+    """A round budget of 3 announced with the user input: the 4th round's call is refused
+    with `LoopguardAbort`, an `AgentsException`, carrying the guard's message."""
+    from agents.exceptions import AgentsException
+
+    from loopguard import Limits
+    from loopguard.openai_agents import LoopguardAbort
+
+    runs: List[str] = []
+    session = guard.session(f"oa-abort-{uuid.uuid4().hex[:8]}")
+    agent = guard_agent(reading_agent(scripted(files=12, rounds=12), runs), session, tool_call_deadline=3.0, limits=Limits(max_tool_rounds=3))
+    with pytest.raises(LoopguardAbort) as raised:
+        Runner.run_sync(agent, "Read the sources.", max_turns=20)
+
+    assert isinstance(raised.value, AgentsException)
+    assert str(raised.value).startswith("This request has used 4 model-tool rounds")
+    assert raised.value.verdict.rule == "budget.tool_rounds"
+    assert len(runs) == 3

@@ -42,7 +42,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from ._lcmessages import text_of, usage_of
 from .client import Guard, Session
-from .types import Action, Evidence, Verdict
+from .types import Action, Evidence, Limits, Verdict
 
 
 class _Conversation:
@@ -70,10 +70,12 @@ class LoopguardHooks:
     """The guard in a LangGraph agent: `pre_model_hook`, `post_model_hook` and a guarded
     `ToolNode`, sync (`invoke`, `stream`) and async (`ainvoke`, `astream`) alike."""
 
-    def __init__(self, target: Union[Guard, Session], tool_call_deadline: Optional[float] = None):
+    def __init__(self, target: Union[Guard, Session], tool_call_deadline: Optional[float] = None, limits: Optional[Limits] = None):
         """`tool_call_deadline`: how long each tool call waits for a verdict (default: the
-        guard's `tool_call_deadline`)."""
+        guard's `tool_call_deadline`); `limits`: the round budget announced with each user
+        message (your `recursion_limit`, say; the guard's policy applies without one)."""
         self.deadline = tool_call_deadline
+        self.limits = limits
         self._guard = target if isinstance(target, Guard) else None
         self._fixed = _Conversation(target) if isinstance(target, Session) else None
         self._threads: Dict[str, _Conversation] = {}
@@ -97,7 +99,7 @@ class LoopguardHooks:
         for m in since:
             if isinstance(m, HumanMessage) and str(m.id) not in conv.users:
                 conv.users.add(str(m.id))
-                conv.session.user_message(text_of(m.content))
+                conv.session.user_message(text_of(m.content), self.limits)
         for m in since:
             if isinstance(m, ToolMessage):
                 _report(conv, m.name or "tool", m)

@@ -41,7 +41,7 @@ from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolGuardrailFunctionOutput, ToolInputGuardrail, ToolInputGuardrailData
 
 from .client import Session
-from .types import Action, Evidence, Usage, Verdict
+from .types import Action, Evidence, Limits, Usage, Verdict
 
 TContext = TypeVar("TContext")
 
@@ -56,11 +56,14 @@ class LoopguardAbort(AgentsException):
         self.message = verdict.message
 
 
-def guard_agent(agent: Agent[TContext], session: Session, *, tool_call_deadline: Optional[float] = None) -> Agent[TContext]:
+def guard_agent(
+    agent: Agent[TContext], session: Session, *, tool_call_deadline: Optional[float] = None, limits: Optional[Limits] = None
+) -> Agent[TContext]:
     """A copy of `agent` guarded by `session` (one per conversation): its function tools get
     the guard's input guardrail, its hooks publish the run, its instructions carry the
-    guard's advice. `tool_call_deadline`: how long each call waits (default: the guard's)."""
-    run = _GuardedRun(session, tool_call_deadline, agent.hooks)
+    guard's advice. `tool_call_deadline`: how long each call waits (default: the guard's);
+    `limits`: the round budget announced with each user message (your `max_turns`, say)."""
+    run = _GuardedRun(session, tool_call_deadline, agent.hooks, limits)
     guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=run.check_call, name="loopguard")
     tools: List[Tool] = [
         dataclasses.replace(t, tool_input_guardrails=[*(t.tool_input_guardrails or []), guardrail]) if isinstance(t, FunctionTool) else t
@@ -81,9 +84,10 @@ class _GuardedRun(AgentHooks[Any]):
     """The hooks and the guardrail of one guarded agent: what the session published, the
     verdicts still to apply."""
 
-    def __init__(self, session: Session, deadline: Optional[float], inner: Optional[AgentHooks[Any]]):
+    def __init__(self, session: Session, deadline: Optional[float], inner: Optional[AgentHooks[Any]], limits: Optional[Limits]):
         self.session = session
         self.deadline = deadline
+        self.limits = limits
         self.inner = inner  # the agent's own hooks, still called
         self.lock = threading.Lock()
         self.advice: List[Verdict] = []
@@ -113,7 +117,7 @@ class _GuardedRun(AgentHooks[Any]):
             raise LoopguardAbort(self.aborted)
         users = [_text(_field(i, "content")) for i in input_items if _field(i, "role") == "user"]
         for text in users[self.users :]:
-            self.session.user_message(text)
+            self.session.user_message(text, self.limits)
         self.users = max(self.users, len(users))
         if self.inner is not None:
             await self.inner.on_llm_start(context, agent, system_prompt, input_items)
