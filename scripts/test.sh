@@ -70,5 +70,8 @@ rm -rf "$root"
 echo "== client libraries (Python, TypeScript) against the broker and a real loopguard serve"
 scripts/clients-test.sh
 
+echo "== the MCP proxy between the MCP SDK's client and server, against the broker, a real serve and edge"
+scripts/mcp-proxy-test.sh
+
 echo "== alerts on a live stack: a real Prometheus with the project's rules, scraping a real serve"
 scripts/alerts-live-test.sh
