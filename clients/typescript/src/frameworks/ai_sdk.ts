@@ -48,7 +48,7 @@ interface Hooked {
  * still run. */
 export function withLoopguard<T extends object>(session: Session, settings: T, options: AdapterOptions = {}): T {
   const s = settings as T & Hooked;
-  const conv = new Conversation(session, options);
+  const conv = Conversation.of(session, options);
   /** Whether this model call streamed its reasoning (then it is not sent again whole). */
   let streamedReasoning = false;
   /** Warnings given to one model call: taken out of the messages for the next. */

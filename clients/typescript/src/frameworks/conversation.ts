@@ -56,23 +56,37 @@ export class Conversation {
   /** Whether the abort's message has gone to the model (the summary call). */
   abortDelivered = false;
 
-  constructor(
+  private static readonly bySession = new WeakMap<Session, Conversation>();
+  private stopObserving: () => void = () => undefined;
+
+  private constructor(
     readonly session: Session,
-    readonly options: AdapterOptions = {},
+    public options: AdapterOptions,
   ) {
     session.onVerdict((v) => {
       if (v.action === "steer" || v.action === "warn") this.advice.push(v);
       else if (v.action === "abort") this.aborted ??= v;
     });
-    if (options.onObserved !== undefined) session.onObserved(options.onObserved);
   }
 
-  /** A new run of the agent (a new user request): the last run's abort is over. */
+  /** The session's conversation: one per session however often an adapter wraps it (a
+   * wrap per request is common), so advice left over from one run reaches the next and
+   * no callbacks pile up on the session. The latest options apply. */
+  static of(session: Session, options: AdapterOptions = {}): Conversation {
+    let conv = Conversation.bySession.get(session);
+    if (conv === undefined) Conversation.bySession.set(session, (conv = new Conversation(session, options)));
+    conv.options = options;
+    conv.stopObserving();
+    conv.stopObserving = options.onObserved === undefined ? () => undefined : session.onObserved(options.onObserved);
+    return conv;
+  }
+
+  /** A new run of the agent (a new user request): the last run's abort is over; advice
+   * that came after the last run's last model call still goes to the next one. */
   startRun(userText: string): void {
     this.aborted = undefined;
     this.abortDelivered = false;
     this.refusing = undefined;
-    this.advice = [];
     const limits = this.options.maxToolRounds === undefined ? undefined : { maxToolRounds: this.options.maxToolRounds };
     this.send(this.session.userMessage(userText, { limits }));
   }

@@ -54,7 +54,7 @@ export const GUARDRAIL_NAME = "loopguard";
 /** A guarded clone of `agent`: every function tool call is checked before it runs, and the
  * run is published to the session. */
 export function withLoopguard<A extends Agent<any, any>>(session: Session, agent: A, options: AgentsAdapterOptions = {}): A {
-  const conv = new Conversation(session, options);
+  const conv = Conversation.of(session, options);
   const turns = new Turns(conv);
   const guardrail: ToolInputGuardrailDefinition = {
     type: "tool_input",
