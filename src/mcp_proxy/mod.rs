@@ -2,9 +2,10 @@
 //! server. Every `tools/call` is checked with the local edge before it is forwarded: a block
 //! answers it with the tool's error result (`isError: true`) carrying the verdict's message,
 //! an abort does the same and then ends the session (the server is stopped, the streams
-//! closed); each result is published as a `tool_result`, and a steer on the call or the
-//! result reaches the model as a text block added to the result. Every other message passes
-//! through byte for byte (docs/decisions.md, "The MCP proxy relays").
+//! closed); each result is published as a `tool_result` (checked off the response's path,
+//! before the next call), and a steer reaches the model as a text block added to the call's
+//! result (a steer on a result, to the next one). Every other message passes through byte
+//! for byte (docs/decisions.md (ef)).
 
 mod messages;
 
@@ -15,7 +16,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -50,9 +51,12 @@ struct Proxy {
     out: Mutex<std::io::Stdout>,
     /// Forwarded `tools/call` requests by JSON-RPC id, until their response.
     calls: Mutex<HashMap<String, CallFrame>>,
-    /// Held while an event is published, so a call's result reaches the guard before the
-    /// session's next call.
-    order: Mutex<()>,
+    /// Results handed to the result checker and not yet judged: the next call waits for
+    /// them, so the guard always sees call, result, call.
+    results_in_flight: (Mutex<u32>, Condvar),
+    results: Mutex<std::sync::mpsc::Sender<Value>>,
+    /// What the guard said on results since the last response: added to the next one.
+    notes: Mutex<Vec<String>>,
     server_in: Mutex<Option<ChildStdin>>,
     child: Mutex<Child>,
 }
@@ -79,16 +83,21 @@ pub fn run(args: McpProxyArgs) -> std::process::ExitCode {
         .session
         .clone()
         .unwrap_or_else(|| format!("mcp-{:016x}", rand::random::<u64>()));
+    let (results, judged) = std::sync::mpsc::channel();
     let proxy = Arc::new(Proxy {
         edge: EdgeClient::new(&args.edge),
         args,
         session,
         out: Mutex::new(std::io::stdout()),
         calls: Mutex::new(HashMap::new()),
-        order: Mutex::new(()),
+        results_in_flight: (Mutex::new(0), Condvar::new()),
+        results: Mutex::new(results),
+        notes: Mutex::new(Vec::new()),
         server_in: Mutex::new(server_in),
         child: Mutex::new(child),
     });
+    let checker = Arc::clone(&proxy);
+    std::thread::spawn(move || checker.check_results(judged));
     let back = Arc::clone(&proxy);
     let from_server = std::thread::spawn(move || back.server_to_client(server_out));
     proxy.client_to_server();
@@ -126,7 +135,6 @@ impl Proxy {
     }
 
     fn check(&self, event: &Value) -> Decision {
-        let _in_order = self.order.lock().unwrap();
         match self.edge.check(event, self.deadline()) {
             EdgeAnswer::Verdict {
                 action, message, ..
@@ -157,6 +165,7 @@ impl Proxy {
                 }
             };
             let event = frame.call_event(self);
+            self.results_judged();
             match self.check(&event) {
                 Decision::Deny(m) => self.to_client(&messages::refused(&frame.id, &m)),
                 Decision::Stop(m) => {
@@ -192,22 +201,49 @@ impl Proxy {
                 continue;
             };
             let (mut response, event) = call.result_event(self, &line);
-            let mut notes: Vec<String> = call.steer.iter().cloned().collect();
-            match self.check(&event) {
-                Decision::Stop(m) => {
-                    self.to_client(&messages::refused(&call.id, &m));
-                    self.end_session(&m);
-                    return;
-                }
-                Decision::Context(m) | Decision::Deny(m) => notes.push(m),
-                Decision::Allow => {}
+            // The result is checked off the response's path: the client has its answer now,
+            // and a steer on the result comes with the next one.
+            *self.results_in_flight.0.lock().unwrap() += 1;
+            if self.results.lock().unwrap().send(event).is_err() {
+                *self.results_in_flight.0.lock().unwrap() -= 1;
             }
+            let mut notes: Vec<String> = call.steer.iter().cloned().collect();
+            notes.append(&mut self.notes.lock().unwrap());
             if notes.is_empty() {
                 self.to_client(&line);
             } else {
                 messages::add_text(&mut response, &notes.join("\n"));
                 self.to_client(&response.to_string());
             }
+        }
+    }
+
+    /// The result checker: each result published and judged in order; a steer kept for the
+    /// next response, an abort ends the session.
+    fn check_results(&self, results: std::sync::mpsc::Receiver<Value>) {
+        for event in results {
+            match self.check(&event) {
+                Decision::Stop(m) => self.end_session(&m),
+                Decision::Context(m) | Decision::Deny(m) => self.notes.lock().unwrap().push(m),
+                Decision::Allow => {}
+            }
+            let (count, changed) = &self.results_in_flight;
+            *count.lock().unwrap() -= 1;
+            changed.notify_all();
+        }
+    }
+
+    /// Waits (at most the deadline) until every result sent is judged.
+    fn results_judged(&self) {
+        let (count, changed) = &self.results_in_flight;
+        let guard = count.lock().unwrap();
+        let (_count, waited) = changed
+            .wait_timeout_while(guard, self.deadline(), |n| *n > 0)
+            .unwrap();
+        if waited.timed_out() {
+            self.say(
+                "a result was not judged within the deadline; the next call is checked anyway",
+            );
         }
     }
 
