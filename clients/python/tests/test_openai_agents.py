@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("agents", reason="the `openai-agents` extra is not installed")
 
-from agents import Agent, Runner, function_tool  # noqa: E402
+from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E402
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
 from agents.usage import Usage as AgentsUsage  # noqa: E402
 
@@ -22,6 +22,7 @@ from loopguard import Guard  # noqa: E402
 from loopguard.openai_agents import guard_agent  # noqa: E402
 
 INSTRUCTIONS = "You read files."
+set_tracing_disabled(True)  # nothing to export traces to
 
 
 def scripted(files: int, rounds: int = 10) -> ScriptedModel:
