@@ -60,14 +60,14 @@ fn refuse(code: StatusCode, kind: &str, reason: &str, detail: &str) -> Response 
         .into_response()
 }
 
-fn parse(body: &Bytes) -> Result<Value, Response> {
+fn parse(body: &Bytes) -> Result<Value, Box<Response>> {
     serde_json::from_slice(body).map_err(|e| {
-        refuse(
+        Box::new(refuse(
             StatusCode::BAD_REQUEST,
             "invalid_event",
             "invalid_json",
             &format!("the body is not JSON: {e}"),
-        )
+        ))
     })
 }
 
@@ -98,7 +98,7 @@ fn count(edge: &Edge, route: &str, r: Response) -> Response {
 /// acknowledged every one; 400 naming the field of the first invalid one (nothing sent).
 async fn events(State(edge): State<Arc<Edge>>, body: Bytes) -> Response {
     let r = async {
-        let events = match parse(&body)? {
+        let events = match parse(&body).map_err(|r| *r)? {
             Value::Array(a) => a,
             one => vec![one],
         };
@@ -142,7 +142,7 @@ async fn check(
         .map_or(edge.deadline, Duration::from_millis)
         .min(MAX_DEADLINE);
     let r = async {
-        let event = parse(&body)?;
+        let event = parse(&body).map_err(|r| *r)?;
         let answer = edge
             .guard
             .check(&event, deadline)
