@@ -109,6 +109,37 @@ impl EdgeClient {
         }
     }
 
+    /// Follows `GET /v1/sessions/{id}/verdicts` until `on_verdict` returns false, handing
+    /// it each verdict; reconnects (after a pause) when the edge goes away. Blocking: run it
+    /// on a thread of its own.
+    pub fn follow_verdicts(&self, session_id: &str, mut on_verdict: impl FnMut(Value) -> bool) {
+        use std::io::BufRead;
+        let url = format!(
+            "{}/v1/sessions/{}/verdicts",
+            self.base,
+            encode_segment(session_id)
+        );
+        loop {
+            if let Ok(resp) = self.agent.get(&url).call() {
+                if resp.status() == 200 {
+                    let reader = std::io::BufReader::new(resp.into_body().into_reader());
+                    for line in reader.lines() {
+                        let Ok(line) = line else { break };
+                        let Some(data) = line.strip_prefix("data:") else {
+                            continue;
+                        };
+                        if let Ok(v) = serde_json::from_str::<Value>(data.trim()) {
+                            if v.get("verdict_id").is_some() && !on_verdict(v) {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     fn post(
         &self,
         url: &str,
@@ -127,4 +158,16 @@ impl EdgeClient {
         let text = resp.body_mut().read_to_string()?;
         Ok((status, text))
     }
+}
+
+/// A session id as one URL path segment.
+fn encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

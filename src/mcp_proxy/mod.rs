@@ -2,9 +2,9 @@
 //! server. Every `tools/call` is checked with the local edge before it is forwarded: a block
 //! answers it with the tool's error result (`isError: true`) carrying the verdict's message,
 //! an abort does the same and then ends the session (the server is stopped, the streams
-//! closed); each result is published as a `tool_result` (checked off the response's path,
-//! before the next call), and a steer reaches the model as a text block added to the call's
-//! result (a steer on a result, to the next one). Every other message passes through byte
+//! closed); each result is published as a `tool_result` (off the response's path, before
+//! the next call), and a steer reaches the model as a text block added to the call's result
+//! (a steer on a result, read from the session's verdict stream, to the next one). Every other message passes through byte
 //! for byte (docs/decisions.md (ef)).
 
 mod messages;
@@ -12,7 +12,7 @@ mod messages;
 use crate::edge::{EdgeAnswer, EdgeClient};
 use crate::hook::Decision;
 use messages::{CallFrame, Inbound};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -51,12 +51,14 @@ struct Proxy {
     out: Mutex<std::io::Stdout>,
     /// Forwarded `tools/call` requests by JSON-RPC id, until their response.
     calls: Mutex<HashMap<String, CallFrame>>,
-    /// Results handed to the result checker and not yet judged: the next call waits for
+    /// Results handed to the publisher and not yet acknowledged: the next call waits for
     /// them, so the guard always sees call, result, call.
     results_in_flight: (Mutex<u32>, Condvar),
     results: Mutex<std::sync::mpsc::Sender<Value>>,
     /// What the guard said on results since the last response: added to the next one.
     notes: Mutex<Vec<String>>,
+    /// The ids of the result events published: their verdicts come on the session's stream.
+    result_ids: Mutex<std::collections::HashSet<String>>,
     server_in: Mutex<Option<ChildStdin>>,
     child: Mutex<Child>,
 }
@@ -93,11 +95,14 @@ pub fn run(args: McpProxyArgs) -> std::process::ExitCode {
         results_in_flight: (Mutex::new(0), Condvar::new()),
         results: Mutex::new(results),
         notes: Mutex::new(Vec::new()),
+        result_ids: Mutex::new(std::collections::HashSet::new()),
         server_in: Mutex::new(server_in),
         child: Mutex::new(child),
     });
-    let checker = Arc::clone(&proxy);
-    std::thread::spawn(move || checker.check_results(judged));
+    let publisher = Arc::clone(&proxy);
+    std::thread::spawn(move || publisher.publish_results(judged));
+    let follower = Arc::clone(&proxy);
+    std::thread::spawn(move || follower.follow_result_verdicts());
     let back = Arc::clone(&proxy);
     let from_server = std::thread::spawn(move || back.server_to_client(server_out));
     proxy.client_to_server();
@@ -201,8 +206,8 @@ impl Proxy {
                 continue;
             };
             let (mut response, event) = call.result_event(self, &line);
-            // The result is checked off the response's path: the client has its answer now,
-            // and a steer on the result comes with the next one.
+            // The result is published off the response's path: the client has its answer now,
+            // and a steer on the result (from the session's stream) comes with the next one.
             *self.results_in_flight.0.lock().unwrap() += 1;
             if self.results.lock().unwrap().send(event).is_err() {
                 *self.results_in_flight.0.lock().unwrap() -= 1;
@@ -218,14 +223,15 @@ impl Proxy {
         }
     }
 
-    /// The result checker: each result published and judged in order; a steer kept for the
-    /// next response, an abort ends the session.
-    fn check_results(&self, results: std::sync::mpsc::Receiver<Value>) {
+    /// The result publisher: each result published in order (the next call waits for the
+    /// broker's acknowledgement, a few ms, not for the guard's judgement).
+    fn publish_results(&self, results: std::sync::mpsc::Receiver<Value>) {
         for event in results {
-            match self.check(&event) {
-                Decision::Stop(m) => self.end_session(&m),
-                Decision::Context(m) | Decision::Deny(m) => self.notes.lock().unwrap().push(m),
-                Decision::Allow => {}
+            if let Some(id) = event["event_id"].as_str() {
+                self.result_ids.lock().unwrap().insert(id.to_string());
+            }
+            if let Err(e) = self.edge.publish(&event, self.deadline()) {
+                self.say(&format!("a tool result was not recorded: {e}"));
             }
             let (count, changed) = &self.results_in_flight;
             *count.lock().unwrap() -= 1;
@@ -233,7 +239,30 @@ impl Proxy {
         }
     }
 
-    /// Waits (at most the deadline) until every result sent is judged.
+    /// The session's verdicts, from the edge's stream: those on results (a steer on a
+    /// repeated error) go with the next response, an abort ends the session. Verdicts on
+    /// calls are the checks' answers and are left to them.
+    fn follow_result_verdicts(&self) {
+        self.edge.follow_verdicts(&self.session, |v| {
+            let on_result = v["event_id"]
+                .as_str()
+                .is_some_and(|id| self.result_ids.lock().unwrap().remove(id));
+            if !on_result || v["enforce"] == false {
+                return true;
+            }
+            let message = v["message"].as_str().unwrap_or_default().to_string();
+            let action = v["action"].as_str().unwrap_or_default();
+            let after = messages::moment_of(&json!({"type": "tool_result"}));
+            match Decision::from_action(action, message, &after) {
+                Decision::Stop(m) => self.end_session(&m),
+                Decision::Context(m) | Decision::Deny(m) => self.notes.lock().unwrap().push(m),
+                Decision::Allow => {}
+            }
+            true
+        });
+    }
+
+    /// Waits (at most the deadline) until every result sent is acknowledged.
     fn results_judged(&self) {
         let (count, changed) = &self.results_in_flight;
         let guard = count.lock().unwrap();

@@ -32,6 +32,13 @@ def deploy(target: str) -> str:
 
 
 @server.tool()
+def fetch_quota(region: str) -> str:
+    """A service that is down, whatever the region."""
+    _ran("fetch_quota")
+    raise ValueError("quota service unavailable (503)")
+
+
+@server.tool()
 def next_number() -> int:
     """A different number on each call."""
     _ran("next_number")

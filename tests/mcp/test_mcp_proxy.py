@@ -1,7 +1,8 @@
 """`loopguard mcp-proxy` between the MCP SDK's own client and a real small MCP server
 (small_server.py, the SDK's server), against a real broker, guard and edge: a polling loop
 is refused on the third identical call with the tool's error result, healthy calls pass
-untouched, an abort ends the session, and with the guard down every call is forwarded."""
+untouched, an abort ends the session, a steer on repeated errors reaches the model with the
+next result, and with the edge away every call is forwarded."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ async def session_calls(
 ) -> List[Any]:
     """Runs the calls in one MCP session through `command`; each result, or the exception
     that ended the session."""
+    return await session_calls_paced(command, calls, log, pause=0.0)
+
+
+async def session_calls_paced(
+    command: List[str], calls: List[Tuple[str, Dict[str, Any]]], log: pathlib.Path, pause: float
+) -> List[Any]:
+    """As `session_calls`, with `pause` seconds between calls (a model's time to answer)."""
     params = StdioServerParameters(
         command=command[0], args=command[1:], env={**os.environ, "SMALL_SERVER_LOG": str(log)}
     )
@@ -38,6 +46,7 @@ async def session_calls(
                 await s.initialize()
                 for name, args in calls:
                     out.append(await s.call_tool(name, args, read_timeout_seconds=10))
+                    await asyncio.sleep(pause)
     except Exception as e:  # the session ended under the client (an abort)
         out.append(e)
     return out
@@ -87,3 +96,17 @@ def test_with_the_edge_away_every_call_is_forwarded_within_the_deadline(stack: S
     assert [r.is_error for r in results] == [False] * 4, "fail open: nothing refused"
     assert ran(log) == ["build_status"] * 4
     assert time.monotonic() - started < 15
+
+
+def test_a_steer_on_repeated_errors_reaches_the_model_with_the_next_result(stack: Stack, tmp_path: pathlib.Path) -> None:
+    log = tmp_path / "ran.log"
+    regions = ["eu", "us", "ap", "sa"]
+    calls: List[Tuple[str, Dict[str, Any]]] = [("fetch_quota", {"region": r}) for r in regions]
+
+    session = f"errors-{uuid.uuid4().hex[:8]}"
+    params_calls = asyncio.run(session_calls_paced(stack.proxy(session), calls, log, pause=0.5))
+    assert all(r.is_error for r in params_calls), "every call fails, none is refused"
+    extra = [texts(r).split("\n")[1:] for r in params_calls]
+    assert extra[:3] == [[], [], []]
+    assert extra[3] and "failed 3 times in a row with the same error" in extra[3][0], extra
+    assert ran(log) == ["fetch_quota"] * 4, "a steer refuses nothing"
