@@ -3,34 +3,22 @@
 //! an allow never sets `permissionDecision` (an "allow" there would skip the user's
 //! permission prompt). Sources: tests/fixtures/hooks/SOURCES.md.
 
-use super::moment::{bounded_id, required, text, Decision, Moment, Payload};
+use super::moment::{bounded_id, required, text, tool_of, Decision, Moment, Payload};
 use serde_json::{json, Value};
 
 pub fn read(payload: &Value) -> Result<Payload, String> {
     let event_name = required(payload, "hook_event_name")?.to_string();
     let session_id = bounded_id(required(payload, "session_id")?);
-    let tool = || {
-        text(payload, "tool_name")
-            .filter(|t| !t.is_empty())
-            .unwrap_or("unknown")
-            .to_string()
-    };
-    let call_id = || {
-        text(payload, "tool_use_id")
-            .map(bounded_id)
-            .unwrap_or_else(|| {
-                super::moment::derived_call_id(&session_id, &tool(), &payload["tool_input"])
-            })
-    };
+    let (call_id, tool, input) = tool_of(payload, &session_id);
     let moment = match event_name.as_str() {
         "PreToolUse" => Moment::BeforeTool {
-            call_id: call_id(),
-            tool: tool(),
-            input: payload.get("tool_input").cloned().unwrap_or(Value::Null),
+            call_id,
+            tool,
+            input,
         },
         "PostToolUse" | "PostToolUseFailure" => Moment::AfterTool {
-            call_id: call_id(),
-            tool: tool(),
+            call_id,
+            tool,
             error: (event_name == "PostToolUseFailure").then(|| {
                 text(payload, "error")
                     .unwrap_or("the tool failed")

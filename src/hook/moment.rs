@@ -125,6 +125,20 @@ pub(crate) fn bounded_id(id: &str) -> String {
     }
 }
 
+/// The call id, tool name and input of a Claude Code or Codex tool payload (`tool_use_id`,
+/// `tool_name`, `tool_input`); a call id derived from them when the CLI gave none.
+pub(crate) fn tool_of(payload: &Value, session_id: &str) -> (String, String, Value) {
+    let tool = text(payload, "tool_name")
+        .filter(|t| !t.is_empty())
+        .unwrap_or("unknown")
+        .to_string();
+    let input = payload.get("tool_input").cloned().unwrap_or(Value::Null);
+    let call_id = text(payload, "tool_use_id")
+        .map(bounded_id)
+        .unwrap_or_else(|| derived_call_id(session_id, &tool, &input));
+    (call_id, tool, input)
+}
+
 /// A call id for CLIs whose payload has none: the same call (session, tool, input) before
 /// and after it runs gets the same id.
 pub(crate) fn derived_call_id(session: &str, tool: &str, input: &Value) -> String {
