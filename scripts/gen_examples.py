@@ -23,9 +23,23 @@ from gen_fixtures import REAL, ROOT, T0, Session, chunks, interleave, mutation, 
 OUT = ROOT / "examples" / "fleet.events.jsonl"
 
 
+class Metered(Session):
+    """A session whose runtime reports each response's usage on its turn_end, as model APIs
+    do: the prompt grows with the conversation, the answer does not."""
+
+    responses = 0
+
+    def turn_end(self, usage=None):
+        self.responses += 1
+        n = self.responses
+        inp, out = 2400 + 650 * n, 180 + 35 * (n % 4)
+        usage = usage or {"input_tokens": inp, "output_tokens": out, "cost": round((inp * 3 + out * 15) / 1e6, 6)}
+        return super().turn_end(usage=usage)
+
+
 def coder(sid, start, feature, files, model="m-large"):
     """A healthy coding request: read, edit, test (one failure, then a fix), answer."""
-    s = Session(sid, start=start, step=900, who={"tenant": "acme", "agent": "coder", "model": model})
+    s = Metered(sid, start=start, step=900, who={"tenant": "acme", "agent": "coder", "model": model})
     s.user(f"Implement {feature}.")
     s.new_turn()
     s.reasoning(f"To implement {feature} I need to see where it plugs in. ")
@@ -59,7 +73,7 @@ def coder(sid, start, feature, files, model="m-large"):
 
 def chat(sid, start):
     """A plain assistant: two questions, streamed answers, no tools."""
-    s = Session(sid, start=start, step=1200, who={"tenant": "globex", "agent": "helpdesk", "model": "m-chat"})
+    s = Metered(sid, start=start, step=1200, who={"tenant": "globex", "agent": "helpdesk", "model": "m-chat"})
     s.user("How do I rotate my API key?")
     s.new_turn()
     for piece in ["Open Settings → API keys, ", "click Rotate next to the key, ", "then update your clients within 24 hours; ", "the old key keeps working until then."]:
@@ -77,7 +91,7 @@ def chat(sid, start):
 
 def pager(sid, start):
     """Pages through a large log by offset: seven reads of new ranges, then an answer."""
-    s = Session(sid, start=start, step=700, who={"tenant": "acme", "agent": "sre"})
+    s = Metered(sid, start=start, step=700, who={"tenant": "acme", "agent": "sre"})
     log = "/var/log/payments/2026-01-01.log"
     s.user("Why did payments fail at 03:00?")
     for page in range(7):
@@ -89,7 +103,7 @@ def pager(sid, start):
 
 def poller(sid, start):
     """Starts a background build and polls it with the exempt polling tool."""
-    s = Session(sid, start=start, step=600, who={"tenant": "acme", "agent": "ci-bot"})
+    s = Metered(sid, start=start, step=600, who={"tenant": "acme", "agent": "ci-bot"})
     s.user("Build the release and tell me when it is ready.")
     s.new_turn()
     _, c = s.call("start_background_task", {"command": "make release"})
@@ -104,7 +118,7 @@ def poller(sid, start):
 
 def doom_loop(sid, start):
     """The same failing test command again and again, then a variant with the same error."""
-    s = Session(sid, start=start, step=800, who={"tenant": "globex", "agent": "coder", "model": "m-small"})
+    s = Metered(sid, start=start, step=800, who={"tenant": "globex", "agent": "coder", "model": "m-small"})
     s.user("Make the integration tests pass.")
     error = "Error: connect ECONNREFUSED 127.0.0.1:5432\n    at TCPConnectWrap.afterConnect"
     thoughts = ["Run the integration suite.", "It failed, maybe a flaky test: run it again.",
@@ -127,7 +141,7 @@ def doom_loop(sid, start):
 def reasoning_loop(sid, start):
     """real_loop2.txt (MIT, see examples/README.md) streamed as reasoning in 10-char chunks."""
     text = (REAL / "dsh-thinking-loop-guard" / "real_loop2.txt").read_text(encoding="utf-8")
-    s = Session(sid, start=start, step=60, who={"tenant": "acme", "agent": "dsh", "model": "deepseek-reasoner"})
+    s = Metered(sid, start=start, step=60, who={"tenant": "acme", "agent": "dsh", "model": "deepseek-reasoner"})
     s.user("跑一下对拍")
     s.new_turn()
     for piece in chunks(text, 10):
@@ -138,7 +152,7 @@ def reasoning_loop(sid, start):
 
 def chanting(sid, start):
     """Visible output stuck on one sentence."""
-    s = Session(sid, start=start, step=200, who={"tenant": "globex", "agent": "writer", "model": "m-small"})
+    s = Metered(sid, start=start, step=200, who={"tenant": "globex", "agent": "writer", "model": "m-small"})
     s.user("Write the release notes.")
     s.new_turn()
     s.content("Release notes for 1.4.0:\n")
@@ -150,7 +164,7 @@ def chanting(sid, start):
 
 def portfolio(sid, start):
     """A holdings question the model answers from memory, never calling `portfolio`."""
-    s = Session(sid, start=start, step=1500, who={"tenant": "fin", "agent": "advisor", "model": "m-chat"})
+    s = Metered(sid, start=start, step=1500, who={"tenant": "fin", "agent": "advisor", "model": "m-chat"})
     s.user("<relevant-memories>用户上次提到持有宁德时代</relevant-memories>"
            "<current-user-message>帮我看看我的持仓情况</current-user-message>")
     answers = [("用户问持仓，记忆里有宁德时代。", "你持有宁德时代，表现不错。"),

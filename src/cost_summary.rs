@@ -17,7 +17,10 @@ pub struct RuleCost {
     pub tokens: u64,
     pub cost: f64,
     pub seconds: f64,
+    /// Tokens stopping these loops saved, at most (each run to its request's budget).
     pub saved: u64,
+    /// And at least (each stopped loop's one more response).
+    pub saved_at_least: u64,
 }
 
 /// The accounting of a stream of `Spending`.
@@ -42,7 +45,15 @@ impl CostSummary {
                 r.tokens += tokens;
                 r.cost += cost;
             }
-            Spent::Saved { rule, tokens } => self.by_rule.entry(rule).or_default().saved += tokens,
+            Spent::Saved {
+                rule,
+                tokens,
+                at_least,
+            } => {
+                let r = self.by_rule.entry(rule).or_default();
+                r.saved += tokens;
+                r.saved_at_least += at_least;
+            }
             Spent::Ended { rule, seconds } => {
                 let r = self.by_rule.entry(rule).or_default();
                 r.loops += 1;
@@ -58,8 +69,11 @@ impl CostSummary {
             .fold((0, 0.0), |(t, c), r| (t + r.tokens, c + r.cost))
     }
 
-    pub fn saved(&self) -> u64 {
-        self.by_rule.values().map(|r| r.saved).sum()
+    /// Tokens stopping loops saved: (at least, at most).
+    pub fn saved(&self) -> (u64, u64) {
+        self.by_rule
+            .values()
+            .fold((0, 0), |(l, h), r| (l + r.saved_at_least, h + r.saved))
     }
 
     /// A table for people (the same bytes for the same input).
@@ -82,25 +96,26 @@ impl CostSummary {
         }
         let _ = writeln!(
             s,
-            "  {:<26} {:>6} {:>10} {:>10} {:>9} {:>12}",
-            "rule", "ended", "tokens", "cost", "seconds", "saved (est.)"
+            "  {:<26} {:>6} {:>10} {:>10} {:>9} {:>14} {:>13}",
+            "rule", "ended", "tokens", "cost", "seconds", "saved at least", "saved at most"
         );
         for (rule, r) in &self.by_rule {
             let _ = writeln!(
                 s,
-                "  {:<26} {:>6} {:>10} {:>10.4} {:>9.1} {:>12}",
+                "  {:<26} {:>6} {:>10} {:>10.4} {:>9.1} {:>14} {:>13}",
                 rule.as_str(),
                 r.loops,
                 r.tokens,
                 r.cost,
                 r.seconds,
+                r.saved_at_least,
                 r.saved
             );
         }
+        let (least, most) = self.saved();
         let _ = writeln!(
             s,
-            "saved (estimate): {} tokens: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed",
-            self.saved()
+            "saved by stopping loops: at least {least} tokens (each stopped loop's tokens per response so far, once: the response the refused call would have fed), at most {most} (the same times the responses its request's budget still allowed, as if every stopped loop had run to its budget)"
         );
         s
     }

@@ -54,6 +54,9 @@ fn a_verdict_carries_what_the_loop_cost_since_its_first_call() {
     // Blocked at its third call: 1,330 tokens per response so far, 247 responses left of
     // the fleet default budget of 250.
     assert_eq!(cost.by_rule[&Rule::ExactRepeat].saved, 1330 * 247);
+    // At least the one response the refused call would have fed: 1,330 tokens.
+    assert_eq!(cost.by_rule[&Rule::ExactRepeat].saved_at_least, 1330);
+    assert_eq!(cost.saved(), (1330, 1330 * 247));
 }
 
 #[test]
@@ -76,6 +79,7 @@ fn the_accounting_is_the_same_across_a_hand_over() {
             mine.cost += r.cost;
             mine.seconds += r.seconds;
             mine.saved += r.saved;
+            mine.saved_at_least += r.saved_at_least;
         }
         cost.tokens += rest_cost.tokens;
         cost.usage_reports += rest_cost.usage_reports;
@@ -85,6 +89,10 @@ fn the_accounting_is_the_same_across_a_hand_over() {
         for (rule, r) in &whole_cost.by_rule {
             assert_eq!(cost.by_rule[rule].loops, r.loops, "cut at {cut}");
             assert_eq!(cost.by_rule[rule].saved, r.saved, "cut at {cut}");
+            assert_eq!(
+                cost.by_rule[rule].saved_at_least, r.saved_at_least,
+                "cut at {cut}"
+            );
         }
     }
 }
@@ -159,9 +167,9 @@ fn replay_summary_prints_what_the_loops_cost() {
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         "what loops cost: 2 loops ended (open ones count in the tokens); 5720 of 7460 tokens (76.7 %) and 0.0168 of 0.0199 in cost (84.4 %) were spent in them (5 usage reports)\n\
-         \x20 rule                        ended     tokens       cost   seconds saved (est.)\n\
-         \x20 tool.exact_repeat               1       5720     0.0168       5.2       328510\n\
-         \x20 tool.error_repeat               1          0     0.0000       3.2            0\n\
-         saved (estimate): 328510 tokens: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed\n"
+         \x20 rule                        ended     tokens       cost   seconds saved at least saved at most\n\
+         \x20 tool.exact_repeat               1       5720     0.0168       5.2           1330        328510\n\
+         \x20 tool.error_repeat               1          0     0.0000       3.2              0             0\n\
+         saved by stopping loops: at least 1330 tokens (each stopped loop's tokens per response so far, once: the response the refused call would have fed), at most 328510 (the same times the responses its request's budget still allowed, as if every stopped loop had run to its budget)\n"
     );
 }

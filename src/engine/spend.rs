@@ -49,10 +49,16 @@ pub enum Spent {
     Usage { tokens: u64, cost: f64 },
     /// Usage attributed to a loop found by `rule`.
     InLoop { rule: Rule, tokens: u64, cost: f64 },
-    /// A loop found by `rule` was first blocked or aborted: the tokens that saved, had it
-    /// run to its request's budget (its tokens per response so far, times the responses
-    /// the budget still allowed). An estimate.
-    Saved { rule: Rule, tokens: u64 },
+    /// A loop found by `rule` was first blocked or aborted: what that saved, as a range.
+    /// `tokens`, the upper bound: had it run to its request's budget (its tokens per
+    /// response so far, times the responses the budget still allowed). `at_least`: the one
+    /// response the refused call would have fed had it run (its tokens per response so
+    /// far; 0 when the budget allowed none).
+    Saved {
+        rule: Rule,
+        tokens: u64,
+        at_least: u64,
+    },
     /// A loop found by `rule` ended after `seconds` (from its first event).
     Ended { rule: Rule, seconds: f64 },
 }
@@ -148,6 +154,7 @@ impl LoopSpend {
                 spent.push(Spent::Saved {
                     rule: v.rule,
                     tokens: per_response.saturating_mul(u64::from(at.rounds_left)),
+                    at_least: if at.rounds_left > 0 { per_response } else { 0 },
                 });
             }
             v.loop_cost = Some(cost);

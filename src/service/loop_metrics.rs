@@ -22,6 +22,7 @@ pub struct LoopCostMetrics {
     loop_seconds: CounterVec,
     loops_ended: IntCounterVec,
     tokens_saved: IntCounterVec,
+    tokens_saved_at_least: IntCounterVec,
     labels: Labeller,
 }
 
@@ -44,7 +45,8 @@ impl LoopCostMetrics {
             loop_cost: floats("loopguard_loop_cost_total", "Cost spent in loops, by the rule that found them (each report once).", &with_rule)?,
             loop_seconds: floats("loopguard_loop_seconds_total", "Seconds loops ran, first event to end, counted when they end, by rule.", &with_rule)?,
             loops_ended: ints("loopguard_loops_ended_total", "Loops ended (the agent moved on, the request or session ended, the run was aborted), by rule.", &with_rule)?,
-            tokens_saved: ints("loopguard_loop_tokens_saved_total", "Estimated tokens saved by blocking or aborting loops: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed.", &with_rule)?,
+            tokens_saved: ints("loopguard_loop_tokens_saved_total", "Tokens saved by blocking or aborting loops, at most: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed (as if every stopped loop had run to its budget).", &with_rule)?,
+            tokens_saved_at_least: ints("loopguard_loop_tokens_saved_at_least_total", "Tokens saved by blocking or aborting loops, at least: at each loop's first block or abort, its tokens per response so far, once (the response the refused call would have fed).", &with_rule)?,
             labels,
         };
         Ok(m)
@@ -62,6 +64,7 @@ impl LoopCostMetrics {
             self.loop_seconds.with_label_values(&l);
             self.loops_ended.with_label_values(&l);
             self.tokens_saved.with_label_values(&l);
+            self.tokens_saved_at_least.with_label_values(&l);
         }
     }
 
@@ -100,6 +103,9 @@ impl LoopCostMetrics {
         add(&self.loop_seconds, |r, v| r.seconds += v);
         add(&self.loops_ended, |r, v| r.loops += v as u64);
         add(&self.tokens_saved, |r, v| r.saved += v as u64);
+        add(&self.tokens_saved_at_least, |r, v| {
+            r.saved_at_least += v as u64
+        });
         out.by_rule.retain(|_, r| *r != RuleCost::default());
         out
     }
@@ -128,10 +134,17 @@ impl LoopCostMetrics {
                     self.loop_cost.with_label_values(&l).inc_by(cost);
                 }
             }
-            Spent::Saved { rule, tokens } => {
+            Spent::Saved {
+                rule,
+                tokens,
+                at_least,
+            } => {
                 self.tokens_saved
                     .with_label_values(&with(rule))
                     .inc_by(tokens);
+                self.tokens_saved_at_least
+                    .with_label_values(&with(rule))
+                    .inc_by(at_least);
             }
             Spent::Ended { rule, seconds } => {
                 let l = with(rule);
@@ -193,7 +206,14 @@ mod tests {
             },
             "bot-9",
         ));
-        m.on_spending(&spending(Spent::Saved { rule, tokens: 4000 }, "bot-9"));
+        m.on_spending(&spending(
+            Spent::Saved {
+                rule,
+                tokens: 4000,
+                at_least: 400,
+            },
+            "bot-9",
+        ));
         m.on_spending(&spending(
             Spent::Ended {
                 rule,
@@ -205,6 +225,7 @@ mod tests {
         assert_eq!((s.usage_reports, s.tokens), (2, 1500));
         let cost = &s.by_rule[&rule];
         assert_eq!((cost.loops, cost.tokens, cost.saved), (1, 400, 4000));
+        assert_eq!(cost.saved_at_least, 400);
         assert_eq!(cost.seconds, 12.5);
         let mut text = Vec::new();
         prometheus::TextEncoder::new()
