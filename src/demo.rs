@@ -52,12 +52,14 @@ pub fn publish(
     Ok(sent)
 }
 
-/// What the demo says first: where its broker is, and a client to try against it.
+/// What the demo says first: where its broker is, a client to try against it, and the
+/// no-code path (the edge and a CLI hook).
 fn try_a_client(bootstrap: &str) -> String {
     format!(
         "loopguard demo: embedded Kafka-protocol broker at {bootstrap} (in memory, not durable)\n\
          try a client against it (docs/integration.md), e.g. Python: Guard(\"{bootstrap}\", agent=\"me\")\n\
-         or TypeScript: await Guard.connect({{ brokers: [\"{bootstrap}\"], agent: \"me\" }})\n"
+         or TypeScript: await Guard.connect({{ brokers: [\"{bootstrap}\"], agent: \"me\" }})\n\
+         or with no code (docs/edge.md): loopguard edge --bootstrap-servers {bootstrap}, then your CLI's hook: loopguard hook claude-code\n"
     )
 }
 
@@ -306,7 +308,8 @@ mod tests {
             super::try_a_client("127.0.0.1:9192"),
             "loopguard demo: embedded Kafka-protocol broker at 127.0.0.1:9192 (in memory, not durable)\n\
              try a client against it (docs/integration.md), e.g. Python: Guard(\"127.0.0.1:9192\", agent=\"me\")\n\
-             or TypeScript: await Guard.connect({ brokers: [\"127.0.0.1:9192\"], agent: \"me\" })\n"
+             or TypeScript: await Guard.connect({ brokers: [\"127.0.0.1:9192\"], agent: \"me\" })\n\
+             or with no code (docs/edge.md): loopguard edge --bootstrap-servers 127.0.0.1:9192, then your CLI's hook: loopguard hook claude-code\n"
         );
     }
 }
