@@ -33,37 +33,31 @@ Install with the `langchain` extra (`pip install "./clients/python[langchain]"`)
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Union
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ._lcmessages import text_of as _text
-from ._lcmessages import usage_of as _usage
+from ._conversation import Conversation, Conversations
+from ._lcmessages import StreamPublisher, publish_result, reasoning_of, text_of, thread_id, usage_of, with_callback
 from .client import Guard, Session
-from .types import Action, Evidence, Verdict
+from .types import Action, Limits, Verdict
+
+_NO_THREAD = (
+    "LoopguardMiddleware(guard) names each session by the run's thread_id: invoke with "
+    'config={"configurable": {"thread_id": ...}}, or pass a Session'
+)
 
 
-class _Conversation:
+class _Conversation(Conversation):
     """One session's side of the middleware: the verdicts still to apply."""
 
     def __init__(self, session: Session):
-        self.session = session
-        self.lock = threading.Lock()
-        self.advice: List[Verdict] = []  # steer / warn for the next model call
+        super().__init__(session)
         self.refused: Dict[str, Verdict] = {}  # tool call id -> the verdict refusing it
-        self.aborted: Optional[Verdict] = None
-        session.on_verdict(self.on_verdict)
-
-    def on_verdict(self, verdict: Verdict) -> None:
-        if verdict.action in (Action.STEER, Action.WARN):
-            with self.lock:
-                self.advice.append(verdict)
-        elif verdict.action is Action.ABORT:
-            self.aborted = verdict
+        self.streams = StreamPublisher(lambda metadata: self)  # this conversation's model calls
 
 
 class LoopguardMiddleware(AgentMiddleware):
@@ -74,15 +68,15 @@ class LoopguardMiddleware(AgentMiddleware):
     (`config={"configurable": {"thread_id": ...}}`, as LangGraph servers and checkpointers
     use): one middleware for every conversation. Given a `Session`, every run is that one."""
 
-    def __init__(self, target: Union[Guard, Session], tool_call_deadline: Optional[float] = None):
+    def __init__(self, target: Union[Guard, Session], tool_call_deadline: Optional[float] = None, limits: Optional[Limits] = None):
         """`tool_call_deadline`: how long each tool call waits for a verdict (default: the
-        guard's `tool_call_deadline`)."""
+        guard's `tool_call_deadline`); `limits`: the round budget announced with each user
+        message (the guard's policy applies without one)."""
         super().__init__()
         self.deadline = tool_call_deadline
-        self._guard = target if isinstance(target, Guard) else None
-        self._fixed = _Conversation(target) if isinstance(target, Session) else None
-        self._threads: Dict[str, _Conversation] = {}
-        self._threads_lock = threading.Lock()
+        self.limits = limits
+        self._conversations = Conversations(target, _Conversation)
+        self._threads = self._conversations.named
 
     @property
     def session(self) -> Session:
@@ -90,20 +84,8 @@ class LoopguardMiddleware(AgentMiddleware):
         return self._conversation().session
 
     def _conversation(self) -> _Conversation:
-        if self._fixed is not None:
-            return self._fixed
-        assert self._guard is not None
-        thread = (get_config().get("configurable") or {}).get("thread_id")
-        if thread is None:
-            raise ValueError(
-                "LoopguardMiddleware(guard) names each session by the run's thread_id: invoke with "
-                'config={"configurable": {"thread_id": ...}}, or pass a Session'
-            )
-        with self._threads_lock:
-            conv = self._threads.get(str(thread))
-            if conv is None:
-                conv = self._threads[str(thread)] = _Conversation(self._guard.session(str(thread)))
-            return conv
+        convs = self._conversations
+        return convs.fixed or convs.of(thread_id(), _NO_THREAD)  # a fixed session needs no run
 
     # -- hooks, sync ---------------------------------------------------------------------
 
@@ -111,7 +93,7 @@ class LoopguardMiddleware(AgentMiddleware):
         messages = state.get("messages", []) if isinstance(state, dict) else []
         human = [m for m in messages if isinstance(m, HumanMessage)]
         if human:
-            self._conversation().session.user_message(_text(human[-1].content))
+            self._conversation().session.user_message(text_of(human[-1].content), self.limits)
         return None
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
@@ -160,8 +142,7 @@ class LoopguardMiddleware(AgentMiddleware):
         if ai is None:
             return
         session = conv.session
-        if _text(ai.content):
-            session.assistant_message(_text(ai.content))
+        conv.response(reasoning_of(ai), text_of(ai.content))
         refused: Optional[Verdict] = None
         for call in ai.tool_calls:
             verdict = None
@@ -174,7 +155,7 @@ class LoopguardMiddleware(AgentMiddleware):
             if refused is not None and call.get("id"):
                 with conv.lock:
                     conv.refused[str(call["id"])] = refused
-        session.turn_end(usage=_usage(ai))
+        session.turn_end(usage=usage_of(ai))
 
 
 def _refusal(conv: _Conversation, request: ToolCallRequest) -> Optional[ToolMessage]:
@@ -188,25 +169,18 @@ def _refusal(conv: _Conversation, request: ToolCallRequest) -> Optional[ToolMess
 
 
 def _publish_result(conv: _Conversation, request: ToolCallRequest, result: Any) -> None:
-    if not isinstance(result, ToolMessage):
-        return
-    call = request.tool_call
-    error = result.status == "error"
-    conv.session.tool_result(
-        call["name"],
-        "error" if error else "ok",
-        call_id=call.get("id") or None,
-        error=_text(result.content)[:4096] if error else None,
-        evidence=Evidence.output(_text(result.content)),
-    )
+    if isinstance(result, ToolMessage):
+        publish_result(conv.session, request.tool_call["name"], request.tool_call.get("id"), result)
 
 
 def _advised(conv: _Conversation, request: ModelRequest) -> ModelRequest:
     """The request with the steers and warns received since the last model call (and an
     abort's message, with no tools) added."""
-    with conv.lock:
-        advice, conv.advice = conv.advice, []
+    advice = conv.take_advice()
     aborted = conv.aborted
+    model = request.model
+    if isinstance(model, BaseChatModel):  # its reasoning and text published as they stream
+        request = request.override(model=with_callback(model, conv.streams))
     if not advice and aborted is None:
         return request
     notes = [v.message for v in advice]

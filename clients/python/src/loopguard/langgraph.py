@@ -32,38 +32,32 @@ Install with the `langgraph` extra.
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Union
 
+from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.config import get_config
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ._lcmessages import text_of, usage_of
+from ._conversation import Conversation, Conversations
+from ._lcmessages import StreamPublisher, publish_result, reasoning_of, text_of, thread_id, usage_of, with_callback
 from .client import Guard, Session
-from .types import Action, Evidence, Limits, Verdict
+from .types import Action, Limits, Verdict
+
+_NO_THREAD = (
+    "LoopguardHooks(guard) names each session by the run's thread_id: invoke with "
+    'config={"configurable": {"thread_id": ...}}, or pass a Session'
+)
 
 
-class _Conversation:
+class _Conversation(Conversation):
     """One session's side of the hooks: the verdicts still to apply, what was published."""
 
     def __init__(self, session: Session):
-        self.session = session
-        self.lock = threading.Lock()
-        self.advice: List[Verdict] = []  # steer / warn for the next model call
-        self.aborted: Optional[Verdict] = None
+        super().__init__(session)
         self.checked: Set[str] = set()  # tool call ids published by the post-model hook
         self.reported: Set[str] = set()  # tool call ids whose result is published
         self.users: Set[str] = set()  # ids of the user messages published
-        session.on_verdict(self.on_verdict)
-
-    def on_verdict(self, verdict: Verdict) -> None:
-        if verdict.action in (Action.STEER, Action.WARN):
-            with self.lock:
-                self.advice.append(verdict)
-        elif verdict.action is Action.ABORT:
-            self.aborted = verdict
 
 
 class LoopguardHooks:
@@ -76,15 +70,20 @@ class LoopguardHooks:
         message (your `recursion_limit`, say; the guard's policy applies without one)."""
         self.deadline = tool_call_deadline
         self.limits = limits
-        self._guard = target if isinstance(target, Guard) else None
-        self._fixed = _Conversation(target) if isinstance(target, Session) else None
-        self._threads: Dict[str, _Conversation] = {}
-        self._threads_lock = threading.Lock()
+        self._conversations = Conversations(target, _Conversation)
+        self._threads = self._conversations.named
+        self._streams = StreamPublisher(self._streamed_conversation)
 
     @property
     def session(self) -> Session:
         """The session of the current run (its thread's, when given a `Guard`)."""
         return self._conversation().session
+
+    def model(self, model: BaseChatModel) -> BaseChatModel:
+        """A copy of the chat model that publishes its reasoning and text as they stream (when
+        the graph is streamed: `stream_mode="messages"`, `astream_events`), so a reasoning
+        loop is caught before the response ends; the model passed in is left as it was."""
+        return with_callback(model, self._streams)
 
     def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
         """A `ToolNode` of `tools` whose calls go through the guard (kwargs: `ToolNode`'s)."""
@@ -103,9 +102,7 @@ class LoopguardHooks:
         for m in since:
             if isinstance(m, ToolMessage):
                 _report(conv, m.name or "tool", m)
-        with conv.lock:
-            advice, conv.advice = conv.advice, []
-        notes = [v.message for v in advice] + ([conv.aborted.message] if conv.aborted is not None else [])
+        notes = [v.message for v in conv.take_advice()] + ([conv.aborted.message] if conv.aborted is not None else [])
         if notes:
             messages.append(SystemMessage(content="\n".join(notes)))
         return {"llm_input_messages": messages}
@@ -119,8 +116,7 @@ class LoopguardHooks:
         if ai is None:
             return {"messages": []}
         session = conv.session
-        if text_of(ai.content):
-            session.assistant_message(text_of(ai.content))
+        conv.response(reasoning_of(ai), text_of(ai.content))
         refused: Optional[Verdict] = conv.aborted
         answers: List[AnyMessage] = []
         for call in ai.tool_calls:
@@ -187,20 +183,15 @@ class LoopguardHooks:
         return _refusal(call["name"], cid, verdict)
 
     def _conversation(self) -> _Conversation:
-        if self._fixed is not None:
-            return self._fixed
-        assert self._guard is not None
-        thread = (get_config().get("configurable") or {}).get("thread_id")
-        if thread is None:
-            raise ValueError(
-                "LoopguardHooks(guard) names each session by the run's thread_id: invoke with "
-                'config={"configurable": {"thread_id": ...}}, or pass a Session'
-            )
-        with self._threads_lock:
-            conv = self._threads.get(str(thread))
-            if conv is None:
-                conv = self._threads[str(thread)] = _Conversation(self._guard.session(str(thread)))
-            return conv
+        convs = self._conversations
+        return convs.fixed or convs.of(thread_id(), _NO_THREAD)  # a fixed session needs no run
+
+    def _streamed_conversation(self, metadata: Dict[str, Any]) -> Optional[_Conversation]:
+        """The conversation of a streaming model run (its `thread_id` is in its metadata)."""
+        thread = metadata.get("thread_id")
+        if self._conversations.fixed is None and thread is None:
+            return None
+        return self._conversations.of(None if thread is None else str(thread), _NO_THREAD)
 
 
 def _messages(state: Any) -> List[AnyMessage]:
@@ -227,11 +218,4 @@ def _report(conv: _Conversation, tool: str, result: Any) -> None:
         if result.tool_call_id in conv.reported:
             return
         conv.reported.add(result.tool_call_id)
-    error = result.status == "error"
-    conv.session.tool_result(
-        tool,
-        "error" if error else "ok",
-        call_id=result.tool_call_id or None,
-        error=text_of(result.content)[:4096] if error else None,
-        evidence=Evidence.output(text_of(result.content)),
-    )
+    publish_result(conv.session, tool, result.tool_call_id, result)
