@@ -104,3 +104,60 @@ def test_an_abort_stops_the_run_with_the_sdks_exception(guard: Guard) -> None:
     assert str(raised.value).startswith("This request has used 4 model-tool rounds")
     assert raised.value.verdict.rule == "budget.tool_rounds"
     assert len(runs) == 3
+
+
+PARAGRAPH = "Let me check the config file again to be sure it is right. "
+CHUNKS = 60
+
+
+def test_a_streamed_reasoning_loop_is_steered_before_the_response_ends(guard: Guard) -> None:
+    """`Runner.run_streamed`, a scripted model whose first response streams one reasoning
+    paragraph 60 times (15 ms apart) before asking for a file: the guard steers on the
+    reasoning deltas before that response ends, and the steer is in the next call's
+    instructions."""
+    from agents import ModelSettings
+    from agents.models.interface import ModelTracing
+    from openai.types.responses import ResponseReasoningItem
+    from openai.types.responses.response_reasoning_item import Summary
+
+    usage = AgentsUsage(requests=1, input_tokens=100, output_tokens=10, total_tokens=110)
+    looping = ModelStep(
+        output=[
+            ResponseReasoningItem(id="rs_1", type="reasoning", summary=[Summary(type="summary_text", text=PARAGRAPH)] * CHUNKS),
+            function_call("read_file", {"path": "config.toml"}, call_id="c1"),
+        ],
+        usage=usage,
+    )
+    streamed: List[int] = []
+
+    async def slowly(call: ModelCall) -> Any:
+        """The SDK's own stream of the looping step, each reasoning delta 15 ms after the last."""
+        events = ScriptedModel([looping]).stream_response(
+            None, [], ModelSettings(), [], None, [], ModelTracing.DISABLED, previous_response_id=None, conversation_id=None, prompt=None
+        )
+        async for event in events:
+            if event.type == "response.reasoning_summary_text.delta":
+                await asyncio.sleep(0.015)
+                streamed.append(1)
+            yield event
+
+    model = ScriptedModel([ModelStep.stream(slowly), ModelStep(output=[assistant_message("The config is fine.")], usage=usage)])
+    runs: List[str] = []
+    session = guard.session(f"oa-stream-{uuid.uuid4().hex[:8]}")
+    steered_at: List[int] = []
+    session.on_verdict(lambda v: steered_at.append(len(streamed)) if v.action.value == "steer" else None)
+
+    async def run() -> Any:
+        result = Runner.run_streamed(guard_agent(reading_agent(model, runs), session, tool_call_deadline=3.0), "Why does the deploy fail?")
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    result = asyncio.run(run())
+    assert result.final_output == "The config is fine."
+    steers = [v for v in session.verdicts if v.action.value == "steer"]
+    assert steers and steers[0].rule.startswith("reasoning."), session.verdicts
+    assert steered_at and steered_at[0] < CHUNKS, (steered_at, CHUNKS)  # before the response ended
+    assert len(model.calls) == 2 and steers[0].message in (model.calls[1].system_instructions or "")
+    assert runs == ["config.toml"]
+    assert guard.stats().background_errors == 0

@@ -33,13 +33,16 @@ import dataclasses
 import inspect
 import json
 import threading
-from typing import Any, Dict, List, Optional, Set, TypeVar
+from typing import Any, AsyncIterator, Dict, List, Optional, Set, TypeVar, Union
 
-from agents import Agent, AgentHooks, FunctionTool, ModelResponse, RunContextWrapper, Tool
+from agents import Agent, AgentHooks, FunctionTool, Model, ModelProvider, ModelResponse, RunContextWrapper, Tool
 from agents.exceptions import AgentsException
+from agents.models.default_models import get_default_model_settings
+from agents.models.multi_provider import MultiProvider
 from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolGuardrailFunctionOutput, ToolInputGuardrail, ToolInputGuardrailData
 
+from ._conversation import Conversation
 from .client import Session
 from .types import Action, Evidence, Limits, Usage, Verdict
 
@@ -57,12 +60,19 @@ class LoopguardAbort(AgentsException):
 
 
 def guard_agent(
-    agent: Agent[TContext], session: Session, *, tool_call_deadline: Optional[float] = None, limits: Optional[Limits] = None
+    agent: Agent[TContext],
+    session: Session,
+    *,
+    tool_call_deadline: Optional[float] = None,
+    limits: Optional[Limits] = None,
+    model_provider: Optional[ModelProvider] = None,
 ) -> Agent[TContext]:
     """A copy of `agent` guarded by `session` (one per conversation): its function tools get
     the guard's input guardrail, its hooks publish the run, its instructions carry the
-    guard's advice. `tool_call_deadline`: how long each call waits (default: the guard's);
-    `limits`: the round budget announced with each user message (your `max_turns`, say)."""
+    guard's advice, its model publishes reasoning and text as they stream. `tool_call_deadline`:
+    how long each call waits (default: the guard's); `limits`: the round budget announced with
+    each user message (your `max_turns`, say); `model_provider`: resolves a model given by name
+    (default: the SDK's default provider, as `RunConfig` has it)."""
     run = _GuardedRun(session, tool_call_deadline, agent.hooks, limits)
     guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=run.check_call, name="loopguard")
     tools: List[Tool] = [
@@ -77,7 +87,48 @@ def guard_agent(
             text = await text
         return run.advised(str(text or ""))
 
-    return agent.clone(tools=tools, hooks=run, instructions=instructions)
+    settings = agent.model_settings
+    if not isinstance(agent.model, Model) and settings == get_default_model_settings(agent.model):
+        settings = get_default_model_settings(agent.model)  # as the runner resolves a name's defaults
+    model = _StreamedModel(agent.model, model_provider, run.conv)
+    return agent.clone(tools=tools, hooks=run, instructions=instructions, model=model, model_settings=settings)
+
+
+class _StreamedModel(Model):
+    """The agent's model, publishing each streamed response's reasoning and text deltas as
+    they come (`Runner.run_streamed`), so a reasoning loop is caught mid-stream; the rest
+    is the wrapped model's. A `RunConfig(model=...)` bypasses it: then each response is
+    published whole when it ends."""
+
+    def __init__(self, model: Union[str, Model, None], provider: Optional[ModelProvider], conv: Conversation):
+        self.wrapped = model
+        self.provider = provider
+        self.conv = conv
+        self.resolved: Optional[Model] = model if isinstance(model, Model) else None
+
+    def model(self) -> Model:
+        if self.resolved is None:
+            self.resolved = (self.provider or MultiProvider()).get_model(self.wrapped if isinstance(self.wrapped, str) else None)
+        return self.resolved
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        return await self.model().get_response(*args, **kwargs)
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async for event in self.model().stream_response(*args, **kwargs):
+            kind = _field(event, "type")
+            if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                self.conv.reasoning_delta(str(_field(event, "delta") or ""))
+            elif kind == "response.output_text.delta":
+                self.conv.content_delta(str(_field(event, "delta") or ""))
+            yield event
+
+    def get_retry_advice(self, request: Any) -> Any:
+        return self.model().get_retry_advice(request)
+
+    async def close(self) -> None:
+        if self.resolved is not None:
+            await self.resolved.close()
 
 
 class _GuardedRun(AgentHooks[Any]):
@@ -85,36 +136,26 @@ class _GuardedRun(AgentHooks[Any]):
     verdicts still to apply."""
 
     def __init__(self, session: Session, deadline: Optional[float], inner: Optional[AgentHooks[Any]], limits: Optional[Limits]):
+        self.conv = Conversation(session)
         self.session = session
         self.deadline = deadline
         self.limits = limits
         self.inner = inner  # the agent's own hooks, still called
         self.lock = threading.Lock()
-        self.advice: List[Verdict] = []
-        self.aborted: Optional[Verdict] = None
         self.refused: Dict[str, Verdict] = {}  # call id -> the verdict refusing it
         self.checked: Set[str] = set()  # call ids published after the model call
         self.users = 0  # user input items published
-        session.on_verdict(self.on_verdict)
-
-    def on_verdict(self, verdict: Verdict) -> None:  # on the reader thread
-        if verdict.action in (Action.STEER, Action.WARN):
-            with self.lock:
-                self.advice.append(verdict)
-        elif verdict.action is Action.ABORT:
-            self.aborted = verdict
 
     def advised(self, instructions: str) -> str:
         """The instructions with the steers and warns received since the last model call."""
-        with self.lock:
-            advice, self.advice = self.advice, []
+        advice = self.conv.take_advice()
         return "\n\n".join([instructions] * bool(instructions) + [v.message for v in advice])
 
     # -- the SDK's hooks -----------------------------------------------------------------------
 
     async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any], system_prompt: Optional[str], input_items: List[Any]) -> None:
-        if self.aborted is not None:
-            raise LoopguardAbort(self.aborted)
+        if self.conv.aborted is not None:
+            raise LoopguardAbort(self.conv.aborted)
         users = [_text(_field(i, "content")) for i in input_items if _field(i, "role") == "user"]
         for text in users[self.users :]:
             self.session.user_message(text, self.limits)
@@ -160,7 +201,7 @@ class _GuardedRun(AgentHooks[Any]):
             verdict = self.refused.get(ctx.tool_call_id)
             checked = ctx.tool_call_id in self.checked
         if verdict is None and not checked:  # a call the model response did not show
-            verdict = self.aborted or await asyncio.to_thread(
+            verdict = self.conv.aborted or await asyncio.to_thread(
                 self.session.tool_call, ctx.tool_name, _args(ctx.tool_arguments), call_id=ctx.tool_call_id, deadline=self.deadline
             )
             if verdict is not None and verdict.action in (Action.BLOCK, Action.ABORT):
@@ -169,7 +210,7 @@ class _GuardedRun(AgentHooks[Any]):
         if verdict is None or verdict.action not in (Action.BLOCK, Action.ABORT):
             return ToolGuardrailFunctionOutput.allow()
         if verdict.action is Action.ABORT:
-            self.aborted = verdict
+            self.conv.aborted = verdict
             raise LoopguardAbort(verdict)
         return ToolGuardrailFunctionOutput.reject_content(verdict.message, output_info=verdict)
 
@@ -181,10 +222,7 @@ class _GuardedRun(AgentHooks[Any]):
         session = self.session
         text = "".join(_text(_field(i, "content")) for i in response.output if _field(i, "type") == "message")
         reasoning = "".join(_text(_field(i, "summary")) for i in response.output if _field(i, "type") == "reasoning")
-        if reasoning:
-            session.reasoning(reasoning, final=True)
-        if text:
-            session.assistant_message(text)
+        self.conv.response(reasoning, text)
         refused: Optional[Verdict] = None
         for item in response.output:
             if _field(item, "type") != "function_call":
