@@ -93,3 +93,20 @@ def test_a_healthy_run_is_let_through_untouched(guard: Guard) -> None:
     assert answers == [{}] * 12  # every call allowed, nothing added
     assert guard.stats().tool_call_deadlines == 0  # each call answered by a marker, not the deadline
     assert session.verdicts == []
+
+
+def test_an_abort_denies_the_call_and_stops_claude(guard: Guard) -> None:
+    """A round budget of 3 announced with the prompt (`limits=`): the 4th round's call is
+    denied and the hook answers `continue: false` with the guard's message, Claude Code's
+    way of ending a run."""
+    from loopguard import Limits
+
+    session = guard.session(f"cc-abort-{uuid.uuid4().hex[:8]}")
+    hooks = LoopguardHooks(session, tool_call_deadline=3.0, limits=Limits(max_tool_rounds=3))
+    answers = asyncio.run(claude_run(hooks, "any", [f"src/part_{n}.py" for n in range(12)]))
+
+    assert len(answers) == 4  # the 4th call was denied: never run
+    last = answers[3]
+    assert last["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert last["continue_"] is False and last["stopReason"].startswith("This request has used 4 model-tool rounds")
+    assert [v.rule for v in session.verdicts if v.action.value == "abort"] == ["budget.tool_rounds"]

@@ -84,3 +84,80 @@ def test_a_healthy_run_finishes_untouched(guard: Guard) -> None:
     assert stats.tool_call_deadlines == 0, stats  # each call answered by a marker, not the deadline
     assert took < 12 * 1.0, took
     assert toolset.conversations is not None and toolset.conversations.named[conversation].session.verdicts == []
+
+
+def test_an_abort_stops_the_run_with_loopguard_abort(guard: Guard) -> None:
+    """A round budget of 3 announced with the prompt: the guard warns on the 3rd round (the
+    warning is in the next request's instructions only) and aborts the 4th: its call raises
+    `LoopguardAbort`, an `AgentRunError`, with the guard's message, and the tool does not run."""
+    from pydantic_ai.exceptions import AgentRunError
+
+    from loopguard import Limits
+    from loopguard.pydantic_ai import LoopguardAbort
+
+    runs: List[str] = []
+    instructions: List[str] = []
+    session = guard.session(f"pa-abort-{uuid.uuid4().hex[:8]}")
+    toolset = LoopguardToolset(tools(runs), session, tool_call_deadline=3.0, limits=Limits(max_tool_rounds=3))
+    agent = Agent(scripted(12, 12, instructions), instructions="You read files.", toolsets=[toolset])
+    with pytest.raises(LoopguardAbort) as raised:
+        agent.run_sync("Read the sources.")
+
+    assert isinstance(raised.value, AgentRunError)
+    assert str(raised.value).startswith("This request has used 4 model-tool rounds")
+    assert raised.value.verdict.rule == "budget.tool_rounds"
+    assert len(runs) == 3  # the 4th round's call was refused
+    warned = [i for i in instructions if "3 of 3 tool rounds used" in i]
+    assert len(warned) == 1, instructions  # the warning, in one request only
+
+
+PARAGRAPH = "Let me check the config file again to be sure it is right. "
+CHUNKS = 60
+
+
+def test_a_streamed_reasoning_loop_is_steered_before_the_response_ends(guard: Guard) -> None:
+    """`LoopguardCapability` and `agent.run_stream`, a `FunctionModel` whose first response
+    streams one thinking paragraph 60 times (15 ms apart) before asking for a file: the
+    guard steers on the thinking deltas before that response ends, and the steer is in the
+    next request's instructions."""
+    from pydantic_ai.models.function import DeltaThinkingPart, DeltaToolCall
+
+    from loopguard.pydantic_ai import LoopguardCapability
+
+    instructions: List[str] = []
+    streamed: List[int] = []
+
+    async def stream(messages: List[ModelMessage], info: AgentInfo) -> Any:
+        instructions.append(info.instructions or "")
+        if len(instructions) > 1:
+            yield "The config is fine."
+            return
+        for _ in range(CHUNKS):
+            await asyncio.sleep(0.015)
+            streamed.append(1)
+            yield {0: DeltaThinkingPart(content=PARAGRAPH)}
+        yield {1: DeltaToolCall(name="read_file", json_args='{"path": "config.toml"}', tool_call_id="c1")}
+
+    runs: List[str] = []
+    session = guard.session(f"pa-stream-{uuid.uuid4().hex[:8]}")
+    steered_at: List[int] = []
+    session.on_verdict(lambda v: steered_at.append(len(streamed)) if v.action.value == "steer" else None)
+    agent = Agent(
+        FunctionModel(stream_function=stream),
+        instructions="You read files.",
+        toolsets=[tools(runs)],
+        capabilities=[LoopguardCapability(session, tool_call_deadline=3.0)],
+    )
+
+    async def run() -> str:
+        async with agent.run_stream("Why does the deploy fail?") as result:
+            return await result.get_output()
+
+    assert asyncio.run(run()) == "The config is fine."
+    steers = [v for v in session.verdicts if v.action.value == "steer"]
+    assert steers and steers[0].rule.startswith("reasoning."), session.verdicts
+    assert steered_at and steered_at[0] < CHUNKS, (steered_at, CHUNKS)  # before the response ended
+    assert len(instructions) == 2 and steers[0].message in instructions[1]
+    assert runs == ["config.toml"]
+    assert steers[0].loop_cost is not None
+    assert guard.stats().background_errors == 0

@@ -28,52 +28,38 @@ typed inputs (the agent loop itself needs the Claude Code binary).
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any, Dict, List, Optional, Union
 
 from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
 from claude_agent_sdk.types import HookEvent
 
+from ._conversation import Conversation, Conversations
 from .client import Guard, Session
-from .types import Action, Evidence, Verdict
+from .types import Action, Evidence, Limits
 
 
-class _Conversation:
+class _Conversation(Conversation):
     """One session's side of the hooks: open calls, the verdicts still to apply."""
 
     def __init__(self, session: Session):
-        self.session = session
-        self.lock = threading.Lock()
-        self.advice: List[Verdict] = []
-        self.aborted: Optional[Verdict] = None
+        super().__init__(session)
         self.open = 0  # calls without a result yet
         self.results = False  # a result came since the last call
-        session.on_verdict(self.on_verdict)
 
-    def on_verdict(self, verdict: Verdict) -> None:  # on the reader thread
-        if verdict.action in (Action.STEER, Action.WARN):
-            with self.lock:
-                self.advice.append(verdict)
-        elif verdict.action is Action.ABORT:
-            self.aborted = verdict
-
-    def take_advice(self) -> Optional[str]:
-        with self.lock:
-            advice, self.advice = self.advice, []
-        return "\n".join(v.message for v in advice) or None
+    def advice_text(self) -> Optional[str]:
+        return "\n".join(v.message for v in self.take_advice()) or None
 
 
 class LoopguardHooks:
     """The hook callbacks; `matchers()` is the `hooks=` of `ClaudeAgentOptions`."""
 
-    def __init__(self, target: Union[Guard, Session], tool_call_deadline: Optional[float] = None):
+    def __init__(self, target: Union[Guard, Session], tool_call_deadline: Optional[float] = None, limits: Optional[Limits] = None):
         """`tool_call_deadline`: how long each tool call waits for a verdict (default: the
-        guard's `tool_call_deadline`); keep it under the hook timeout (60 s)."""
+        guard's `tool_call_deadline`); keep it under the hook timeout (60 s). `limits`: the
+        round budget announced with each prompt (the guard's policy applies without one)."""
         self.deadline = tool_call_deadline
-        self._guard = target if isinstance(target, Guard) else None
-        self._fixed = _Conversation(target) if isinstance(target, Session) else None
-        self._named: Dict[str, _Conversation] = {}
-        self._lock = threading.Lock()
+        self.limits = limits
+        self._conversations = Conversations(target, _Conversation)
 
     def matchers(self) -> Dict[HookEvent, List[HookMatcher]]:
         """Every tool, every prompt, every stop."""
@@ -94,8 +80,8 @@ class LoopguardHooks:
     async def user_prompt_submit(self, input: HookInput, tool_use_id: Optional[str], context: HookContext) -> HookJSONOutput:
         conv = self._conversation(input["session_id"])
         if input["hook_event_name"] == "UserPromptSubmit":
-            conv.session.user_message(input["prompt"])
-        return _context("UserPromptSubmit", conv.take_advice())
+            conv.session.user_message(input["prompt"], self.limits)
+        return _context("UserPromptSubmit", conv.advice_text())
 
     async def pre_tool_use(self, input: HookInput, tool_use_id: Optional[str], context: HookContext) -> HookJSONOutput:
         if input["hook_event_name"] != "PreToolUse":
@@ -111,7 +97,7 @@ class LoopguardHooks:
             conv.session.tool_call, input["tool_name"], input["tool_input"], call_id=input["tool_use_id"], deadline=self.deadline
         )
         if verdict is None or verdict.action not in (Action.BLOCK, Action.ABORT):
-            return _context("PreToolUse", conv.take_advice())
+            return _context("PreToolUse", conv.advice_text())
         with conv.lock:
             conv.open -= 1  # refused: no result will come
         deny: Any = {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": verdict.message}
@@ -134,7 +120,7 @@ class LoopguardHooks:
             return {}
         if conv.aborted is not None:
             return {"continue_": False, "stopReason": conv.aborted.message}
-        return _context(input["hook_event_name"], conv.take_advice())
+        return _context(input["hook_event_name"], conv.advice_text())
 
     async def stop(self, input: HookInput, tool_use_id: Optional[str], context: HookContext) -> HookJSONOutput:
         conv = self._conversation(input["session_id"])
@@ -146,14 +132,7 @@ class LoopguardHooks:
         return {}
 
     def _conversation(self, claude_session_id: str) -> _Conversation:
-        if self._fixed is not None:
-            return self._fixed
-        assert self._guard is not None
-        with self._lock:
-            conv = self._named.get(claude_session_id)
-            if conv is None:
-                conv = self._named[claude_session_id] = _Conversation(self._guard.session(claude_session_id))
-            return conv
+        return self._conversations.of(claude_session_id, "")
 
 
 def _context(event: str, text: Optional[str]) -> HookJSONOutput:

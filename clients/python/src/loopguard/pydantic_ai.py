@@ -29,18 +29,33 @@ given a `Session`, every run is that one. Observe-mode verdicts go to the sessio
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import AgentRunError, ToolFailed
-from pydantic_ai.messages import InstructionPart, ModelResponse, TextPart, ThinkingPart, ToolCallPart
-from pydantic_ai.toolsets import WrapperToolset
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    InstructionPart,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolCallPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
+from ._conversation import Conversation, Conversations
 from .client import Guard, Session
-from .types import Action, Evidence, Usage, Verdict
+from .types import Action, Evidence, Limits, Usage, Verdict
+
+_NO_NAME = "LoopguardToolset(guard) names each session by the run's conversation_id: pass one, or a Session"
 
 
 class LoopguardAbort(AgentRunError):
@@ -51,49 +66,25 @@ class LoopguardAbort(AgentRunError):
         self.verdict = verdict
 
 
-class _Conversation:
+class _Conversation(Conversation):
     """One session's side of the toolset: what was published, the verdicts still to apply."""
 
     def __init__(self, session: Session):
-        self.session = session
-        self.lock = threading.Lock()
+        super().__init__(session)
         self.round = asyncio.Lock()  # one response's calls are published by one tool call
-        self.advice: List[Verdict] = []
-        self.aborted: Optional[Verdict] = None
         self.verdicts: Dict[str, Optional[Verdict]] = {}  # call id -> its answer, once judged
         self.responses: Set[int] = set()  # ids of the responses published
         self.runs: Set[str] = set()  # run ids whose prompt is published
-        session.on_verdict(self.on_verdict)
-
-    def on_verdict(self, verdict: Verdict) -> None:  # on the reader thread
-        if verdict.action in (Action.STEER, Action.WARN):
-            with self.lock:
-                self.advice.append(verdict)
-        elif verdict.action is Action.ABORT:
-            self.aborted = verdict
 
 
-class _Conversations:
+class _Conversations(Conversations[_Conversation]):
     """The conversations of one toolset, shared by the copies PydanticAI makes of it."""
 
     def __init__(self, target: Union[Guard, Session]):
-        self.guard = target if isinstance(target, Guard) else None
-        self.fixed = _Conversation(target) if isinstance(target, Session) else None
-        self.named: Dict[str, _Conversation] = {}
-        self.lock = threading.Lock()
+        super().__init__(target, _Conversation)
 
-    def of(self, ctx: RunContext[Any]) -> _Conversation:
-        if self.fixed is not None:
-            return self.fixed
-        assert self.guard is not None
-        name = ctx.conversation_id or ctx.run_id
-        if name is None:
-            raise ValueError("LoopguardToolset(guard) names each session by the run's conversation_id: pass one, or a Session")
-        with self.lock:
-            conv = self.named.get(name)
-            if conv is None:
-                conv = self.named[name] = _Conversation(self.guard.session(name))
-            return conv
+    def of_run(self, ctx: RunContext[Any]) -> _Conversation:
+        return self.fixed or self.of(ctx.conversation_id or ctx.run_id, _NO_NAME)
 
 
 @dataclass
@@ -101,10 +92,13 @@ class LoopguardToolset(WrapperToolset[Any]):
     """`wrapped`'s tools, each call checked by the guard before it runs.
 
     `target`: the `Guard` (each conversation its own session) or one `Session`;
-    `tool_call_deadline`: how long each call waits for a verdict (default: the guard's)."""
+    `tool_call_deadline`: how long each call waits for a verdict (default: the guard's);
+    `limits`: the round budget announced with the run's prompt (the guard's policy applies
+    without one)."""
 
     target: Union[Guard, Session, None] = None
     tool_call_deadline: Optional[float] = None
+    limits: Optional[Limits] = None
     conversations: Optional[_Conversations] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -115,7 +109,7 @@ class LoopguardToolset(WrapperToolset[Any]):
 
     def _conversation(self, ctx: RunContext[Any]) -> _Conversation:
         assert self.conversations is not None
-        return self.conversations.of(ctx)
+        return self.conversations.of_run(ctx)
 
     async def get_instructions(self, ctx: RunContext[Any]) -> Union[str, InstructionPart, Sequence[Union[str, InstructionPart]], None]:
         """Before each model request: the wrapped toolset's instructions, with the guard's
@@ -124,8 +118,7 @@ class LoopguardToolset(WrapperToolset[Any]):
         if conv.aborted is not None:
             raise LoopguardAbort(conv.aborted)
         own = await super().get_instructions(ctx)
-        with conv.lock:
-            advice, conv.advice = conv.advice, []
+        advice = conv.take_advice()
         if not advice:
             return own
         parts: List[Union[str, InstructionPart]] = [own] if isinstance(own, (str, InstructionPart)) else list(own or [])
@@ -136,7 +129,7 @@ class LoopguardToolset(WrapperToolset[Any]):
         call_id = ctx.tool_call_id or ""
         async with conv.round:
             if call_id not in conv.verdicts:
-                await asyncio.to_thread(self._publish_round, conv, ctx, name, tool_args, call_id)
+                await asyncio.to_thread(self._publish_call, conv, ctx, name, tool_args, call_id)
         with conv.lock:
             verdict = conv.verdicts.pop(call_id, None)
         if verdict is not None and verdict.action is Action.ABORT:
@@ -152,39 +145,106 @@ class LoopguardToolset(WrapperToolset[Any]):
         conv.session.tool_result(name, "ok", call_id=call_id or None, evidence=Evidence.output(str(result)))
         return result
 
-    def _publish_round(self, conv: _Conversation, ctx: RunContext[Any], name: str, args: Dict[str, Any], call_id: str) -> None:
-        """The run's prompt (once), then the response that asked for this call: its text,
-        its thinking, each of its calls (each waiting for the guard's answer), `turn_end`."""
-        session = conv.session
-        if ctx.run_id not in conv.runs:
-            conv.runs.add(str(ctx.run_id))
-            if isinstance(ctx.prompt, str) and ctx.prompt:
-                session.user_message(ctx.prompt)
+    def _publish_call(self, conv: _Conversation, ctx: RunContext[Any], name: str, args: Dict[str, Any], call_id: str) -> None:
+        """A call not judged yet: the response that asked for it, published whole (each of
+        its calls waiting for the guard's answer), or the call alone when no response shows it."""
         response = next((m for m in reversed(ctx.messages) if isinstance(m, ModelResponse)), None)
-        calls = [p for p in response.parts if isinstance(p, ToolCallPart)] if response is not None else []
-        if response is None or id(response) in conv.responses or call_id not in {c.tool_call_id for c in calls}:
-            # A call the last response does not show: judged alone.
-            verdict = conv.aborted or session.tool_call(name, args, call_id=call_id or None, deadline=self.tool_call_deadline)
+        calls = {c.tool_call_id for c in response.parts if isinstance(c, ToolCallPart)} if response is not None else set()
+        if response is None or id(response) in conv.responses or call_id not in calls:
+            _publish_prompt(conv, ctx, self.limits)
+            verdict = conv.aborted or conv.session.tool_call(name, args, call_id=call_id or None, deadline=self.tool_call_deadline)
             with conv.lock:
                 conv.verdicts[call_id] = verdict
             return
-        conv.responses.add(id(response))
-        thinking = "".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
-        text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-        if thinking:
-            session.reasoning(thinking, final=True)
-        if text:
-            session.assistant_message(text)
-        refused: Optional[Verdict] = conv.aborted
-        for call in calls:
-            verdict = refused
-            if refused is None:
-                verdict = session.tool_call(call.tool_name, call.args_as_dict(), call_id=call.tool_call_id, deadline=self.tool_call_deadline)
-                if verdict is not None and verdict.action in (Action.BLOCK, Action.ABORT):
-                    refused = verdict
-            with conv.lock:
-                conv.verdicts[call.tool_call_id] = verdict
-        u = response.usage
-        usage = Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens) if u.input_tokens or u.output_tokens else None
-        session.turn_end(usage=usage)
+        _publish_response(conv, ctx, response, self.tool_call_deadline, self.limits)
 
+
+@dataclass
+class LoopguardCapability(AbstractCapability[Any]):
+    """The guard as a PydanticAI capability: every tool of the agent through a
+    `LoopguardToolset`, every model response published as it ends (the final answer too,
+    with its usage), and the model's thinking and text as they stream, so a reasoning loop
+    is caught mid-stream (the run's model requests are streamed for it, `run` and `run_sync`
+    included). `target`, `tool_call_deadline`, `limits`: as `LoopguardToolset`'s.
+
+        agent = Agent(model, toolsets=[FunctionToolset([read_file])], capabilities=[LoopguardCapability(guard)])
+    """
+
+    target: Union[Guard, Session, None] = None
+    tool_call_deadline: Optional[float] = None
+    limits: Optional[Limits] = None
+    conversations: Optional[_Conversations] = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.conversations is None:
+            if self.target is None:
+                raise ValueError("LoopguardCapability(guard_or_session)")
+            self.conversations = _Conversations(self.target)
+
+    def _conversation(self, ctx: RunContext[Any]) -> _Conversation:
+        assert self.conversations is not None
+        return self.conversations.of_run(ctx)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+        return LoopguardToolset(toolset, tool_call_deadline=self.tool_call_deadline, limits=self.limits, conversations=self.conversations)
+
+    async def on_event(self, ctx: RunContext[Any], *, event: AgentStreamEvent) -> None:
+        """Each streamed chunk of thinking (`reasoning`) and text (`content`), as it comes."""
+        conv = self._conversation(ctx)
+        if isinstance(event, PartStartEvent):
+            if isinstance(event.part, ThinkingPart):
+                conv.reasoning_delta(event.part.content)
+            elif isinstance(event.part, TextPart):
+                conv.content_delta(event.part.content)
+        elif isinstance(event, PartDeltaEvent):
+            if isinstance(event.delta, ThinkingPartDelta):
+                conv.reasoning_delta(event.delta.content_delta or "")
+            elif isinstance(event.delta, TextPartDelta):
+                conv.content_delta(event.delta.content_delta)
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse) -> ModelResponse:
+        """The response, its calls each waiting for the guard's answer (which the toolset
+        applies when the call comes), then `turn_end` with its usage."""
+        conv = self._conversation(ctx)
+        async with conv.round:
+            await asyncio.to_thread(_publish_response, conv, ctx, response, self.tool_call_deadline, self.limits)
+        return response
+
+
+def _publish_prompt(conv: _Conversation, ctx: RunContext[Any], limits: Optional[Limits]) -> None:
+    """The run's prompt as `user_message`, once a run."""
+    if ctx.run_id not in conv.runs:
+        conv.runs.add(str(ctx.run_id))
+        if isinstance(ctx.prompt, str) and ctx.prompt:
+            conv.session.user_message(ctx.prompt, limits)
+
+
+def _publish_response(conv: _Conversation, ctx: RunContext[Any], response: ModelResponse, deadline: Optional[float], limits: Optional[Limits]) -> None:
+    """The run's prompt (once), then the response: its thinking, its text, each of its
+    calls (each waiting for the guard's answer; after a block or abort the round's later
+    calls are refused unpublished), `turn_end` with its usage."""
+    if id(response) in conv.responses:
+        return
+    conv.responses.add(id(response))
+    _publish_prompt(conv, ctx, limits)
+    session = conv.session
+    thinking = "".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
+    conv.response(thinking, "".join(p.content for p in response.parts if isinstance(p, TextPart)))
+    refused: Optional[Verdict] = conv.aborted
+    for call in (p for p in response.parts if isinstance(p, ToolCallPart)):
+        verdict = refused
+        if refused is None:
+            verdict = session.tool_call(call.tool_name, call.args_as_dict(), call_id=call.tool_call_id, deadline=deadline)
+            if verdict is not None and verdict.action in (Action.BLOCK, Action.ABORT):
+                refused = verdict
+        with conv.lock:
+            conv.verdicts[call.tool_call_id] = verdict
+    session.turn_end(usage=_usage(response))
+
+
+def _usage(response: ModelResponse) -> Optional[Usage]:
+    """The response's token counts (cache reads are in `input_tokens`), unless it has none."""
+    u = response.usage
+    if not u.input_tokens and not u.output_tokens:
+        return None
+    return Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens)
