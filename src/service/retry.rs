@@ -132,6 +132,13 @@ impl Retries {
         self.failing.get(&partition).map_or(0, |f| f.rewinds)
     }
 
+    /// Of those rewinds, the ones a record may have caused (its strikes): what the bound
+    /// `kafka.max_record_retries` counts. A rewind for another reason (the group moved on,
+    /// the broker away) is not one.
+    pub fn strikes(&self, partition: i32) -> u32 {
+        self.failing.get(&partition).map_or(0, |f| f.strikes)
+    }
+
     /// Rewound repeatedly without progress: the partition reports unready.
     pub fn stuck(&self, partition: i32) -> bool {
         self.rewinds(partition) >= 2

@@ -53,6 +53,7 @@ impl Worker {
                     partition = p,
                     offset = committed.get(&p).copied().flatten().unwrap_or(-1),
                     rewinds = self.retries.rewinds(p),
+                    strikes = self.retries.strikes(p),
                     "rewinding partition"
                 );
             }
