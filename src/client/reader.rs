@@ -19,6 +19,8 @@ const MARKER_HEADER: &str = "loopguard-kind";
 const MARKER_KIND: &[u8] = b"judged";
 /// Verdict ids remembered for de-duplication.
 const SEEN_CAPACITY: usize = 100_000;
+/// Subscribed sessions kept before those with no subscriber left are pruned.
+const PRUNE_AT: usize = 1024;
 /// Verdicts buffered per subscriber before a slow one misses some (it is told how many).
 const SUBSCRIBER_BUFFER: usize = 256;
 
@@ -38,6 +40,10 @@ impl Shared {
     /// Every verdict of `session_id` from now on, observed ones included.
     pub fn subscribe(&self, session_id: &str) -> broadcast::Receiver<Arc<Verdict>> {
         let mut subs = self.subscribers.lock().unwrap();
+        if subs.len() >= PRUNE_AT {
+            // Streams closed on sessions that never got a verdict since: forget them.
+            subs.retain(|_, tx| tx.receiver_count() > 0);
+        }
         subs.entry(session_id.to_string())
             .or_insert_with(|| broadcast::channel(SUBSCRIBER_BUFFER).0)
             .subscribe()
