@@ -7,7 +7,7 @@
 
 What each hook does (docs/contract.md, "What a runtime does with each action"):
 
-- `UserPromptSubmit`: the prompt as `user_message`;
+- `UserPromptSubmit`: the prompt as `user_message` (with the round budget `limits=`);
 - `PreToolUse`: the call as `tool_call`, waiting up to the deadline. `block`: the call is
   denied (`permissionDecision: "deny"`) with the verdict's message as the reason, which
   Claude reads as the call's result; `abort`: denied, and `continue: false` with the message
@@ -17,7 +17,10 @@ What each hook does (docs/contract.md, "What a runtime does with each action"):
   that carries one (the next tool call, result or prompt);
 - `Stop`: the last assistant message as `assistant_message`, then `turn_end`. Claude Code
   calls no hook per model response, so a turn also ends when a tool call follows the last
-  call's results; hooks carry no token usage (the `ResultMessage` does).
+  call's results. Hooks carry no token usage, so these `turn_end`s have none (the run's
+  totals are on the SDK's `ResultMessage`, which hooks never see); `loop_cost` then has
+  seconds only. Nor does any hook see the model's reasoning or text as it streams: a
+  reasoning loop is not caught mid-stream here.
 
 Given the `Guard`, each session is Claude Code's `session_id`; given a `Session`, every
 conversation is that one. Observe-mode verdicts go to the session's `on_observed`, never

@@ -3,7 +3,10 @@
 What it does with each part of the agent loop, and with each action (docs/contract.md):
 
 - the run starts: the last human message is published as `user_message`;
-- a model response: its text as `assistant_message`; every tool call it asks for as
+- a model response, as it streams (the agent streamed: `stream`, `astream`): each chunk of
+  reasoning as `reasoning`, of text as `content`, so a reasoning loop is steered before the
+  response ends; when it is complete: its reasoning whole unless it streamed, its text as
+  `assistant_message`; every tool call it asks for as
   `tool_call` (before any runs, each waiting up to the guard's deadline), then `turn_end`
   with the response's `usage_metadata` as `usage` (what loops cost, on verdicts and
   dashboards);

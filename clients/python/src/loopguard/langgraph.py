@@ -4,11 +4,16 @@
     from loopguard.langgraph import LoopguardHooks
 
     lg = LoopguardHooks(guard)  # beside the Guard: one for every conversation
-    agent = create_react_agent(model, lg.tool_node(tools), pre_model_hook=lg.pre_model_hook, post_model_hook=lg.post_model_hook)
+    agent = create_react_agent(lg.model(model), lg.tool_node(tools), pre_model_hook=lg.pre_model_hook, post_model_hook=lg.post_model_hook)
     agent.invoke({"messages": [...]}, config={"configurable": {"thread_id": "sess-1"}})
 
 What each part does (docs/contract.md, "What a runtime does with each action"):
 
+- `lg.model(model)`: a copy of the chat model that publishes its reasoning (`reasoning`) and
+  text (`content`) chunk by chunk when the graph is streamed (`stream_mode="messages"`,
+  `astream_events`), so a reasoning loop is steered before the response ends (the steer
+  reaches the next model call); without it, or when nothing streams, the response's
+  reasoning goes out whole (`final`) after it.
 - `post_model_hook`, after each model call: publishes its text as `assistant_message`, every
   tool call it asks for as `tool_call` (in order, each waiting up to the deadline), then
   `turn_end` with the response's `usage_metadata`. A call the guard blocks is answered there

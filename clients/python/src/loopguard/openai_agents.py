@@ -12,8 +12,13 @@ What it does with each part of a run, and with each action (docs/contract.md):
 - before each model call: the run's new user input as `user_message`; an `abort` received
   since raises `LoopguardAbort` (an `AgentsException`, the verdict on `.verdict`): the run
   stops the way the SDK stops runs, with the guard's message;
-- after each model call: its text as `assistant_message`, its reasoning summaries as a
-  final `reasoning` chunk, every function call it asks for as `tool_call` (in order, each
+- while a response streams (`Runner.run_streamed`): each reasoning delta as `reasoning`,
+  each text delta as `content`, so a reasoning loop is steered before the response ends
+  (the steer reaches the next model call). The guarded copy's model does it: a model given
+  by name is resolved by `model_provider=` (default: the SDK's default provider), and a
+  `RunConfig(model=...)` bypasses it (the response then goes out whole when it ends);
+- after each model call: its text as `assistant_message`, its reasoning (summaries) as one
+  `final` chunk unless it streamed, every function call it asks for as `tool_call` (in order, each
   waiting up to the deadline), then `turn_end` with the response's `usage`;
 - `block`: the call's tool input guardrail rejects it (`reject_content`): the tool is not run
   and the model reads the verdict's message as its output (the round's later calls too);

@@ -1,16 +1,24 @@
-"""PydanticAI adapter: `LoopguardToolset`, a `WrapperToolset` whose tools run only when the
-guard lets them.
+"""PydanticAI adapter: `LoopguardCapability`, the guard as an agent capability, or
+`LoopguardToolset` alone, a `WrapperToolset` whose tools run only when the guard lets them.
 
     from pydantic_ai import Agent, FunctionToolset
-    from loopguard.pydantic_ai import LoopguardToolset
+    from loopguard.pydantic_ai import LoopguardCapability, LoopguardToolset
 
-    agent = Agent(model, toolsets=[LoopguardToolset(FunctionToolset([read_file]), guard)])
+    agent = Agent(model, toolsets=[FunctionToolset([read_file])], capabilities=[LoopguardCapability(guard)])
+    agent = Agent(model, toolsets=[LoopguardToolset(FunctionToolset([read_file]), guard)])  # or the tools only
     agent.run_sync("Fix the build", conversation_id="sess-1")
+
+The capability wraps the agent's tools in a `LoopguardToolset`, publishes each model
+response as it ends (the final answer too, `turn_end` with its usage) and the model's
+thinking (`reasoning`) and text (`content`) as they stream: it makes the run stream its
+model requests (`run`, `run_sync`, `run_stream`, `iter` alike; the model must stream: a
+`FunctionModel` needs its `stream_function`), so a reasoning loop is steered before the
+response ends (the steer reaches the next request's instructions).
 
 What it does (docs/contract.md, "What a runtime does with each action"):
 
-- at the first tool call of each model response: the run's prompt as `user_message` (once a
-  run), the response's text as `assistant_message` and its thinking as a final `reasoning`
+- at the first tool call of each model response (the capability: when the response ends):
+  the run's prompt as `user_message` (once a run, with `limits=`), the response's text as `assistant_message` and its thinking as a final `reasoning`
   chunk, every tool call it asks for as `tool_call` (in order, each waiting up to the
   deadline), then `turn_end` with the response's `usage`;
 - `block`: the tool is not run; it fails with `ToolFailed(message)`, which the model reads as
@@ -20,8 +28,8 @@ What it does (docs/contract.md, "What a runtime does with each action"):
 - `steer` and `warn`: their message is added to the instructions of the next model request;
 - each result: `tool_result` with its hash as evidence (a tool's failure as `error`).
 
-A toolset sees no model response after the last tool call: the final answer is not
-published. Given the `Guard`, each session is the run's `conversation_id` (or its run id);
+A toolset alone sees no model response after the last tool call: the final answer is not
+published, nor anything as it streams. Given the `Guard`, each session is the run's `conversation_id` (or its run id);
 given a `Session`, every run is that one. Observe-mode verdicts go to the session's
 `on_observed`, never here. Install with the `pydantic-ai` extra.
 """
@@ -83,8 +91,20 @@ class _Conversations(Conversations[_Conversation]):
     def __init__(self, target: Union[Guard, Session]):
         super().__init__(target, _Conversation)
 
-    def of_run(self, ctx: RunContext[Any]) -> _Conversation:
-        return self.fixed or self.of(ctx.conversation_id or ctx.run_id, _NO_NAME)
+    @staticmethod
+    def given(conversations: Optional[_Conversations], target: Union[Guard, Session, None], usage: str) -> _Conversations:
+        """The conversations a copy shares, else new ones for `target`."""
+        if conversations is not None:
+            return conversations
+        if target is None:
+            raise ValueError(usage)
+        return _Conversations(target)
+
+    @staticmethod
+    def of_run(conversations: Optional[_Conversations], ctx: RunContext[Any]) -> _Conversation:
+        """The conversation of a run: its `conversation_id`, else its run id."""
+        assert conversations is not None  # set by __post_init__
+        return conversations.fixed or conversations.of(ctx.conversation_id or ctx.run_id, _NO_NAME)
 
 
 @dataclass
@@ -102,19 +122,12 @@ class LoopguardToolset(WrapperToolset[Any]):
     conversations: Optional[_Conversations] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.conversations is None:
-            if self.target is None:
-                raise ValueError("LoopguardToolset(toolset, guard_or_session)")
-            self.conversations = _Conversations(self.target)
-
-    def _conversation(self, ctx: RunContext[Any]) -> _Conversation:
-        assert self.conversations is not None
-        return self.conversations.of_run(ctx)
+        self.conversations = _Conversations.given(self.conversations, self.target, "LoopguardToolset(toolset, guard_or_session)")
 
     async def get_instructions(self, ctx: RunContext[Any]) -> Union[str, InstructionPart, Sequence[Union[str, InstructionPart]], None]:
         """Before each model request: the wrapped toolset's instructions, with the guard's
         advice received since; an abort received since stops the run here."""
-        conv = self._conversation(ctx)
+        conv = _Conversations.of_run(self.conversations, ctx)
         if conv.aborted is not None:
             raise LoopguardAbort(conv.aborted)
         own = await super().get_instructions(ctx)
@@ -125,7 +138,7 @@ class LoopguardToolset(WrapperToolset[Any]):
         return parts + [v.message for v in advice]
 
     async def call_tool(self, name: str, tool_args: Dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]) -> Any:
-        conv = self._conversation(ctx)
+        conv = _Conversations.of_run(self.conversations, ctx)
         call_id = ctx.tool_call_id or ""
         async with conv.round:
             if call_id not in conv.verdicts:
@@ -176,21 +189,14 @@ class LoopguardCapability(AbstractCapability[Any]):
     conversations: Optional[_Conversations] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.conversations is None:
-            if self.target is None:
-                raise ValueError("LoopguardCapability(guard_or_session)")
-            self.conversations = _Conversations(self.target)
-
-    def _conversation(self, ctx: RunContext[Any]) -> _Conversation:
-        assert self.conversations is not None
-        return self.conversations.of_run(ctx)
+        self.conversations = _Conversations.given(self.conversations, self.target, "LoopguardCapability(guard_or_session)")
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
         return LoopguardToolset(toolset, tool_call_deadline=self.tool_call_deadline, limits=self.limits, conversations=self.conversations)
 
     async def on_event(self, ctx: RunContext[Any], *, event: AgentStreamEvent) -> None:
         """Each streamed chunk of thinking (`reasoning`) and text (`content`), as it comes."""
-        conv = self._conversation(ctx)
+        conv = _Conversations.of_run(self.conversations, ctx)
         if isinstance(event, PartStartEvent):
             if isinstance(event.part, ThinkingPart):
                 conv.reasoning_delta(event.part.content)
@@ -205,7 +211,7 @@ class LoopguardCapability(AbstractCapability[Any]):
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse) -> ModelResponse:
         """The response, its calls each waiting for the guard's answer (which the toolset
         applies when the call comes), then `turn_end` with its usage."""
-        conv = self._conversation(ctx)
+        conv = _Conversations.of_run(self.conversations, ctx)
         async with conv.round:
             await asyncio.to_thread(_publish_response, conv, ctx, response, self.tool_call_deadline, self.limits)
         return response
