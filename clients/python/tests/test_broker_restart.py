@@ -24,7 +24,7 @@ from typing import Iterator, List
 import pytest
 
 from guardproc import GuardProcess, free_port
-from loopguard import Action, Guard
+from loopguard import Action, Guard, GuardError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 WAIT = 15.0
@@ -214,5 +214,76 @@ def test_the_client_fails_open_while_the_broker_is_down_and_carries_on_after(
         assert time.monotonic() - started < 1.0
     finally:
         broker.start_again()
+    captured = capfd.readouterr()
+    assert captured.err == "", captured.err[-2000:]
+
+
+@pytest.mark.timeout(400)
+def test_a_client_made_while_the_broker_is_away_fails_open_at_once_and_sends_its_backlog(
+    broker: Broker, tmp_path: pathlib.Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35: the constructor does not wait for an absent broker. It returns at once, tool
+    calls are answered fail-open at once (not at their deadline), the session's events are
+    kept; once the broker and the guard are up, they reach the guard in order and the loop
+    they began is blocked as usual."""
+    logs = Records()
+    logging.getLogger("loopguard").addHandler(logs)
+    logging.getLogger("loopguard").setLevel(logging.DEBUG)
+    guard_proc = GuardProcess(
+        bootstrap=broker.bootstrap,
+        name=f"absent-{uuid.uuid4().hex[:8]}",
+        workdir=tmp_path,
+        binary=os.environ.get("LOOPGUARD_BIN") or str(REPO / "target" / "debug" / "loopguard"),
+        admin_port=free_port(),
+    )
+    guard_proc.write_config()
+    guard_proc.create_topics()
+    broker.stop()
+    errors: List[str] = []
+    started = time.monotonic()
+    client = Guard(
+        broker.bootstrap,
+        events_topic=guard_proc.events_topic,
+        verdicts_topic=guard_proc.verdicts_topic,
+        on_error=lambda where, e: errors.append(f"{where}: {e}"),
+    )
+    try:
+        made = time.monotonic() - started
+        assert made < 0.5, made  # it was startup_timeout (10 s), then GuardError
+        assert not client.connected
+        s = client.session(f"absent-{uuid.uuid4().hex[:8]}")
+        s.user_message("The build is broken, fix it.")
+        answers = []
+        for _ in range(2):
+            called = time.monotonic()
+            assert s.tool_call("status", {"n": 1}, deadline=WAIT) is None
+            answers.append(time.monotonic() - called)
+            s.tool_result("status", "error", error="connection refused")
+            s.turn_end()
+        assert max(answers) < 0.05, answers  # at once, not at the 15 s deadline
+        with pytest.raises(GuardError, match=f"cannot reach Kafka at {broker.bootstrap}"):
+            client.ready(0.3)
+        st = client.stats()
+        assert st.tool_calls_not_connected == 2 and st.tool_call_deadlines == 0 and st.events_sent == 0, st
+
+        broker.start_again()
+        guard_proc.start(timeout=120)
+        client.ready(120)
+        v = s.tool_call("status", {"n": 1}, deadline=WAIT)
+        assert v is not None and v.action is Action.BLOCK, (client.stats(), guard_proc.log_tail())
+        assert v.evidence["count"] == 3  # the two calls made while the broker was away came first
+        st = client.stats()
+        assert st.events_sent >= 8 and st.events_failed == 0 and st.events_overflowed == 0, st
+        # The outage said once (on_error and one WARNING), and its end once.
+        assert 1 <= len(errors) <= 2 and all("connect" in e or "kafka" in e for e in errors), errors
+        said = [f"{r.created:.3f} {r.getMessage()}" for r in logs.records if r.levelno >= logging.INFO]
+        states = ["down" if "unreachable" in m else "up" if "reachable again" in m else m for m in said]
+        # Not a stale "refused" of the reader's first consumer after "reachable again": the
+        # connection serves that consumer's callbacks before it is handed to the reader.
+        assert states == ["down", "up"], "\n".join(said)
+    finally:
+        client.close()
+        guard_proc.stop()
+        logging.getLogger("loopguard").removeHandler(logs)
     captured = capfd.readouterr()
     assert captured.err == "", captured.err[-2000:]

@@ -16,7 +16,8 @@ The wire contract is docs/contract.md of the loopguard repository.
 import logging
 
 from .aio import AsyncGuard, AsyncSession
-from .client import Guard, GuardConfig, GuardError, Session
+from .client import Guard, GuardConfig, Session
+from .connecting import GuardError
 from .partitioner import partition_for
 from .types import Action, Directives, Effect, Evidence, Limits, LoopCost, Stats, Usage, Verdict, output_hash
 from .validate import ValidationError

@@ -36,6 +36,15 @@ class AsyncGuard:
         core = self._guard._core(session_id, tenant, agent, model)
         return AsyncSession(core, on_verdict)
 
+    @property
+    def connected(self) -> bool:
+        """As `Guard.connected`: True once the guard's topics are known and read."""
+        return self._guard.connected
+
+    async def ready(self, timeout: Optional[float] = None) -> None:
+        """As `Guard.ready`: waits until connected; raises `GuardError` saying why not."""
+        await asyncio.get_running_loop().run_in_executor(None, self._guard.ready, timeout)
+
     def stats(self) -> Stats:
         return self._guard.stats()
 
@@ -99,7 +108,7 @@ class AsyncSession:
         waiter = _Waiter(resolve)
         cid = core.open_call(tool, call_id)
         event = core.event("tool_call", {"turn_id": core.turn_id(turn_id), "call_id": cid, "tool": tool, "args": args})
-        if not core.guard._publish(event, core.partition, waiter):
+        if not core.guard._publish(event, core, waiter):
             return None
         try:
             return await asyncio.wait_for(asyncio.shield(fut), max(0.0, until - time.monotonic()))

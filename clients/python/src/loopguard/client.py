@@ -15,10 +15,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
+from .connecting import Connection, GuardError
 from .kafka_log import LibraryLog, Reachability, unreachable
 from .partitioner import partition_for
 from .reader import VerdictReader
@@ -29,10 +30,6 @@ log = logging.getLogger("loopguard")
 
 ErrorCallback = Callable[[str, BaseException], None]
 VerdictCallback = Callable[[Verdict], None]
-
-
-class GuardError(Exception):
-    """The guard's topics cannot be reached at start-up (the only error a `Guard` raises)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +56,15 @@ class GuardConfig:
     on_error: Optional[ErrorCallback] = None
     # Verdict ids remembered for de-duplication.
     dedupe_capacity: int = 100_000
+    # How long `ready()` waits by default, and how long a broker may stay silent while the
+    # Guard connects before that is reported (a refused connection is reported at once).
     startup_timeout: float = 10.0
+    # The longest the constructor waits for Kafka's first answer (connected, refused, or the
+    # topics wrong); the connection goes on in the background after it (seconds).
+    connect_wait: float = 1.0
+    # Events kept while the Guard is not connected yet, sent in order once it is; what comes
+    # beyond is dropped, counted (`events_overflowed`) and reported once.
+    backlog_capacity: int = 10_000
 
 
 class _Waiter:
@@ -134,13 +139,14 @@ class Guard:
             "fetch.error.backoff.ms": "10",
             **dict(cfg.kafka),
         }
-        # The reader's first consumer learns where each verdict partition ends, then reads.
-        first = Consumer(reader_config)
-        try:
-            start, self._partitions = _start_offsets(first, cfg)
-        except BaseException:
-            first.close()
-            raise
+        self._reader_config = reader_config
+        # Until connected: the events topic's partition count is unknown (0), what sessions
+        # publish waits here in order, and tool calls are answered fail-open at once.
+        self._partitions = 0
+        self._reader: Optional[VerdictReader] = None
+        self._live = False
+        self._backlog: Deque[Tuple["SessionCore", bytes]] = collections.deque()
+        self._overflow_said = False
         self._producer = Producer(
             {
                 **base,
@@ -155,23 +161,32 @@ class Guard:
                 **dict(cfg.kafka),  # the caller's settings win
             }
         )
-        try:
-            # The events topic's leaders, learned now rather than by the first event.
-            self._producer.list_topics(cfg.events_topic, timeout=cfg.startup_timeout)
-        except KafkaException as e:
-            raise GuardError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {e}") from e
         self._stop = threading.Event()
-        self._reader = VerdictReader(
-            reader_config,
-            cfg.verdicts_topic,
-            start,
-            self._on_record,
-            self._report,
-            partitions=len(start),
-            consumer=first,
-        )
+        # Set by the first answer from Kafka: connected, refused, or the topics wrong.
+        self._settled = threading.Event()
+        # The last sign of an outage before the first connection, for `ready()` to name.
+        self._away: Optional[BaseException] = None
+        # Serves the producer's callbacks from now on: a refused connection is heard through
+        # its error_cb within milliseconds.
         self._poller = threading.Thread(target=self._serve_deliveries, name="loopguard-deliveries", daemon=True)
         self._poller.start()
+        # The reader's first consumer learns the topics and where each verdict partition
+        # ends, then reads; made here, so a wrong setting raises here.
+        self._connection = Connection(
+            Consumer(reader_config),
+            self._producer,
+            cfg.bootstrap_servers,
+            cfg.events_topic,
+            cfg.verdicts_topic,
+            self._connected,
+            self._connect_problem,
+            report_after=cfg.startup_timeout,
+            settled=self._settled,
+        )
+        # On a reachable broker the Guard is ready when made (its first call is answered as
+        # fast as any other); an absent one is known within milliseconds; a silent one
+        # costs at most `connect_wait`.
+        self._settled.wait(cfg.connect_wait)
 
     # ---- public -------------------------------------------------------------------------
 
@@ -192,39 +207,74 @@ class Guard:
             core.observe(on_observed)
         return Session(core, on_verdict)
 
+    @property
+    def connected(self) -> bool:
+        """True once the Guard knows its topics and reads verdicts (it then stays so; an
+        outage after it is ridden out as before). Until then tool calls are answered
+        fail-open at once and events wait in the backlog."""
+        return self._connection.connected.is_set()
+
+    def ready(self, timeout: Optional[float] = None) -> None:
+        """Waits until the Guard is connected, at most `timeout` seconds (default
+        `startup_timeout`); raises `GuardError` saying why not (the broker unreachable, a
+        topic missing, partition counts that differ). For callers that would rather fail
+        fast than run unguarded; the Guard goes on connecting either way."""
+        wait = self.config.startup_timeout if timeout is None else timeout
+        if self._connection.connected.wait(wait):
+            return
+        problem: Optional[BaseException] = self._connection.problem
+        if problem is None and self._away is not None:
+            problem = GuardError(f"cannot reach Kafka at {self.config.bootstrap_servers} (bootstrap_servers): {self._away}")
+        raise GuardError(
+            str(problem) if problem is not None else f"no answer from Kafka at {self.config.bootstrap_servers} within {wait:g} s"
+        )
+
     def stats(self) -> Stats:
         with self._lock:
             counts = dict(self._counts)
-        counts["reader_restarts"] = self._reader.restarts
+        counts["reader_restarts"] = self._reader.restarts if self._reader is not None else 0
         return Stats(**counts)
 
     def verdict_partitions(self) -> List[int]:
         """The partitions of the verdicts topic the reader reads now."""
-        return sorted(self._reader.assigned())
+        return sorted(self._reader.assigned()) if self._reader is not None else []
 
     def restart_reader(self) -> None:
         """Reopens the verdict reader (it goes on where it stopped; nothing is delivered twice)."""
-        self._reader.restart()
+        if self._reader is not None:
+            self._reader.restart()
 
     def flush(self, timeout: float = 5.0) -> int:
-        """Waits until published events are acknowledged; returns how many are still queued."""
-        return self._producer.flush(timeout)
+        """Waits until published events are acknowledged (those kept while not connected
+        included); returns how many are still queued."""
+        until = time.monotonic() + timeout
+        self._connection.connected.wait(timeout)
+        left = self._producer.flush(max(0.0, until - time.monotonic()))
+        with self._lock:
+            return left + len(self._backlog)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Flushes events (up to `timeout`; at once while the broker is known to be away: what
-        is unsent then is dropped and counted), stops the reader; pending `tool_call`s return
-        None."""
+        """Flushes events (up to `timeout`; at once while the broker is known to be away or
+        was never reached: what is unsent then is dropped and counted), stops the reader;
+        pending `tool_call`s return None."""
         if self._stop.is_set():
             return
+        self._connection.close(min(timeout, 0.2))
+        with self._lock:
+            held = len(self._backlog)
+            self._backlog.clear()
+        if held:
+            self._count("events_failed", held)
         try:
-            left = self._producer.flush(0.0 if self._reach.down else timeout)
+            left = self._producer.flush(0.0 if self._reach.down or not self.connected else timeout)
             if left:
                 self._count("events_failed", left)
         except Exception as e:
             self._report("close", e)
         self._stop.set()
         self._poller.join(timeout)
-        self._reader.close(timeout)
+        if self._reader is not None:
+            self._reader.close(timeout)
 
     def __enter__(self) -> "Guard":
         return self
@@ -242,19 +292,45 @@ class Guard:
             tenant if tenant is not None else self.config.tenant,
             agent if agent is not None else self.config.agent,
             model if model is not None else self.config.model,
-            partition_for(sid, self._partitions),
         )
         with self._lock:
             self._sessions[sid] = core
+            # Not connected yet: `_connected` gives it its partition.
+            if self._partitions:
+                core.partition = partition_for(sid, self._partitions)
         # Read from now on: the session's first tool call finds its partition read already.
-        self._reader.want(core.partition)
+        if core.partition is not None and self._reader is not None:
+            self._reader.want(core.partition)
         return core
 
-    def _publish(self, event: Dict[str, Any], partition: int, waiter: Optional[_Waiter] = None) -> bool:
+    def _publish(self, event: Dict[str, Any], core: "SessionCore", waiter: Optional[_Waiter] = None) -> bool:
         """Validates (raising `ValidationError`) and queues one event on its session's
-        partition. False when Kafka refused it at once (reported, counted): the agent goes on
-        unguarded rather than failing."""
+        partition; before the Guard is connected, keeps it in the backlog. False when the
+        call is not to wait: not connected yet (counted), or Kafka refused the event at once
+        (reported, counted); the agent goes on unguarded rather than failing."""
         payload = check_event(event)
+        overflow = False
+        with self._lock:
+            live, partition = self._live, core.partition
+            if not live:
+                if waiter is not None:
+                    self._counts["tool_calls_not_connected"] += 1
+                if len(self._backlog) < self.config.backlog_capacity:
+                    self._backlog.append((core, payload))
+                else:
+                    self._counts["events_overflowed"] += 1
+                    overflow, self._overflow_said = not self._overflow_said, True
+        if not live:
+            if overflow:  # said once
+                self._report(
+                    "backlog",
+                    BufferError(
+                        f"{self.config.backlog_capacity} events wait for Kafka at {self.config.bootstrap_servers} "
+                        "(backlog_capacity): later ones are dropped until it is reached (events_overflowed)"
+                    ),
+                )
+            return False
+        assert partition is not None  # set for every session before `_live`
         sid, eid = event["session_id"], event["event_id"]
         on_delivery: Callable[[Any, Message], None] = self._delivered
         if waiter is not None:
@@ -314,6 +390,56 @@ class Guard:
 
     # ---- background ------------------------------------------------------------------------
 
+    def _connected(self, first: Consumer, start: Dict[int, int], partitions: int) -> None:
+        """The connection thread learned the topics: the reader starts with its consumer,
+        every session gets its partition, and the backlog goes out in order before any
+        event published from now on."""
+        self._reach.back()
+        reader = VerdictReader(
+            self._reader_config,
+            self.config.verdicts_topic,
+            start,
+            self._on_record,
+            self._report,
+            partitions=len(start),
+            consumer=first,
+        )
+        with self._lock:
+            self._reader = reader
+            self._partitions = partitions
+            for core in self._sessions.values():
+                if core.partition is None:
+                    core.partition = partition_for(core.session_id, partitions)
+            wanted = {core.partition for core in self._sessions.values() if core.partition is not None}
+            held = [(core.session_id, core.partition, payload) for core, payload in self._backlog if core.partition is not None]
+        for p in wanted:
+            reader.want(p)
+        failed: List[BaseException] = []
+        with self._lock:
+            # Under the lock throughout: an event published meanwhile waits, then goes after
+            # these (`produce` only queues).
+            for sid, partition, payload in held:
+                try:
+                    self._producer.produce(
+                        self.config.events_topic,
+                        key=sid.encode(),
+                        value=payload,
+                        partition=partition,
+                        on_delivery=self._delivered,
+                    )
+                except (BufferError, KafkaException) as e:
+                    self._counts["events_failed"] += 1
+                    failed.append(e)
+            self._backlog.clear()
+            self._live = True
+        if failed:
+            self._report("publish", failed[0])
+
+    def _connect_problem(self, e: GuardError, outage: bool) -> None:
+        """The connection thread could not connect yet: an outage (said once until the broker
+        is back) or topics that are not as the contract needs them (said once each)."""
+        self._report("connect", e, outage=outage)
+
     def _serve_deliveries(self) -> None:
         while not self._stop.is_set():
             try:
@@ -334,7 +460,7 @@ class Guard:
         self._count("events_sent")
         self._reach.back()
         partition = msg.partition()
-        if partition is not None:
+        if partition is not None and self._reader is not None:
             self._reader.want(partition)
         offset = msg.offset()
         if waiter is None or partition is None or offset is None or offset < 0:
@@ -426,12 +552,15 @@ class Guard:
         """librdkafka's `error_cb` (on the thread serving the client's callbacks)."""
         self._report("kafka", KafkaException(err))
 
-    def _report(self, where: str, e: BaseException) -> None:
+    def _report(self, where: str, e: BaseException, outage: Optional[bool] = None) -> None:
         """Every background problem: counted, handed to `on_error` and logged, never raised;
         the broker being away only once until it is back (librdkafka repeats it per
         connection and retry)."""
         self._count("background_errors")
-        if unreachable(e):
+        if outage if outage is not None else unreachable(e):
+            # Before the first connection: the broker's absence is the constructor's answer.
+            self._away = self._away or e
+            self._settled.set()
             if not self._reach.lost(where, e):
                 return
         else:
@@ -452,45 +581,15 @@ def _is_marker(msg: Message) -> bool:
     return any(k == MARKER_HEADER and v == MARKER_KIND for k, v in headers or [])
 
 
-def _start_offsets(probe: Consumer, cfg: GuardConfig) -> "tuple[Dict[int, int], int]":
-    """Where each verdict partition ends now, and the events topic's partition count;
-    checks that both topics exist with the same number of partitions."""
-    try:
-        md = probe.list_topics(timeout=cfg.startup_timeout)
-    except KafkaException as e:
-        raise GuardError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {e}") from e
-    for topic in (cfg.events_topic, cfg.verdicts_topic):
-        t = md.topics.get(topic)
-        if t is None or t.error is not None or not t.partitions:
-            raise GuardError(
-                f"topic `{topic}` does not exist on {cfg.bootstrap_servers}: "
-                "create the guard's topics with `loopguard topics create --partitions N`"
-            )
-    partitions = len(md.topics[cfg.events_topic].partitions)
-    if len(md.topics[cfg.verdicts_topic].partitions) != partitions:
-        raise GuardError(
-            f"`{cfg.events_topic}` has {partitions} partitions and `{cfg.verdicts_topic}` "
-            f"{len(md.topics[cfg.verdicts_topic].partitions)}: a verdict goes to its event's partition "
-            "number, so both need the same count (docs/contract.md)"
-        )
-    start = {}
-    for p in md.topics[cfg.verdicts_topic].partitions:
-        _, high = probe.get_watermark_offsets(
-            TopicPartition(cfg.verdicts_topic, p), timeout=cfg.startup_timeout
-        )
-        start[p] = high
-    return start, partitions
-
-
 class SessionCore:
     """What both session flavours share: ids, turn bookkeeping, received verdicts."""
 
-    def __init__(
-        self, guard: Guard, session_id: str, tenant: Optional[str], agent: Optional[str], model: Optional[str], partition: int
-    ):
+    def __init__(self, guard: Guard, session_id: str, tenant: Optional[str], agent: Optional[str], model: Optional[str]):
         self.guard = guard
         self.session_id = session_id
-        self.partition = partition
+        # The partition of the session's events and verdicts (partitioner.py); None until the
+        # Guard is connected and knows the partition count.
+        self.partition: Optional[int] = None
         self.who = {k: v for k, v in (("tenant", tenant), ("agent", agent), ("model", model)) if v is not None}
         self._lock = threading.Lock()
         self._seq = 0
@@ -670,7 +769,7 @@ class Session:
             done.set()
 
         waiter = _Waiter(resolve)
-        if not core.guard._publish(event, core.partition, waiter):
+        if not core.guard._publish(event, core, waiter):
             return None
         if not done.wait(max(0.0, until - time.monotonic())):
             if core.guard._expire(waiter):
@@ -735,4 +834,4 @@ class Session:
         return self._core.take(timeout)
 
     def _send(self, kind: str, fields: Dict[str, Any]) -> None:
-        self._core.guard._publish(self._core.event(kind, fields), self._core.partition)
+        self._core.guard._publish(self._core.event(kind, fields), self._core)

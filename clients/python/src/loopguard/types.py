@@ -280,6 +280,11 @@ class Stats:
     callback_errors: int = 0
     background_errors: int = 0
     tool_call_deadlines: int = 0
+    # Tool calls made before the Guard was connected: answered fail-open at once, their
+    # events sent once it is.
+    tool_calls_not_connected: int = 0
+    # Events published before the Guard was connected beyond `backlog_capacity`: dropped.
+    events_overflowed: int = 0
     # Tool calls answered "no verdict" by a judged-through marker, before their deadline.
     tool_calls_no_verdict: int = 0
     markers_seen: int = 0
