@@ -17,16 +17,12 @@ import { VerdictReader } from "./reader.js";
 import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.js";
 import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
 import { checkEvent } from "./validate.js";
+import { GuardError, connectLoop, startOffsets, type Topics } from "./connecting.js";
+
+export { GuardError } from "./connecting.js";
 
 export type ErrorCallback = (where: string, error: unknown) => void;
 export type VerdictCallback = (v: Verdict) => void;
-
-export class GuardError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "GuardError";
-  }
-}
 
 export interface GuardOptions {
   brokers: string[];
@@ -48,13 +44,21 @@ export interface GuardOptions {
   onError?: ErrorCallback;
   /** Verdict ids remembered for de-duplication. */
   dedupeCapacity?: number;
+  /** The longest `connect()` waits for Kafka's first answer (connected, refused, or the
+   * topics wrong); the connection goes on in the background after it. Default 1000. */
+  connectWaitMs?: number;
+  /** Events kept while the guard is not connected yet, sent in order once it is; what comes
+   * beyond is dropped, counted (`eventsOverflowed`) and reported once. Default 10,000. */
+  backlogCapacity?: number;
   /** Where the client logs (`console` will do): kafkajs's own lines at `debug`, an outage of
    * the broker once per change of state (`warn` when it goes, `info` when it is back).
    * None: nothing is logged (problems still reach `onError` and `stats()`). */
   logger?: Logger;
 }
 
-type Resolved = Required<Pick<GuardOptions, "eventsTopic" | "verdictsTopic" | "toolCallDeadlineMs" | "readUncommitted" | "dedupeCapacity">> &
+type Resolved = Required<
+  Pick<GuardOptions, "eventsTopic" | "verdictsTopic" | "toolCallDeadlineMs" | "readUncommitted" | "dedupeCapacity" | "connectWaitMs" | "backlogCapacity">
+> &
   GuardOptions;
 
 /** Where an event landed: its partition and offset (from the producer's acknowledgement). */
@@ -82,19 +86,39 @@ export class Guard {
   private readonly seen = new Set<string>();
   private readonly counts: Stats = emptyStats();
   private closed = false;
+  /** Set once connected: the verdict reader, and the events topic's partition count that
+   * sessions are spread over. Until then what sessions publish waits in `backlog`. */
+  private reader: VerdictReader | undefined;
+  private partitionCount = 0;
+  private readonly backlog: { core: SessionCore; value: string }[] = [];
+  private overflowSaid = false;
+  /** Why the guard is not connected yet (undefined: no answer so far). */
+  private problem: GuardError | undefined;
+  private readonly connected$: Promise<void>;
+  private markConnected: () => void = () => undefined;
+  private answered: () => void = () => undefined;
+  private readonly firstAnswer: Promise<void>;
+  private wakeLoop: (() => void) | undefined;
+  private connecting: Promise<void> = Promise.resolve();
 
   private constructor(
     readonly options: Resolved,
     private readonly kafka: Kafka,
+    /** The same settings, no retries: connecting's first question (connecting.ts). */
+    private readonly probe: Kafka,
     private readonly producer: Producer,
-    private readonly reader: VerdictReader,
-    /** The events topic's partition count at connect: sessions are spread over it. */
-    private readonly partitionCount: number,
     /** The broker's state as this process sees it (kafka_log.ts). */
     private readonly reach: Reachability,
-  ) {}
+  ) {
+    this.connected$ = new Promise((r) => (this.markConnected = r));
+    this.firstAnswer = new Promise((r) => (this.answered = r));
+  }
 
-  /** Connects; throws `GuardError` when Kafka or the guard's topics cannot be reached. */
+  /** Makes a `Guard` and connects it in the background; resolves as soon as Kafka first
+   * answers (connected: the guard is ready and its first call is answered as fast as any
+   * other; refused, or the topics wrong: at once), at most `connectWaitMs` for a broker that
+   * says nothing. Never rejects for Kafka's sake: until connected, tool calls are answered
+   * fail-open at once and events wait in a bounded backlog; `ready()` says why not. */
   static async connect(options: GuardOptions): Promise<Guard> {
     registerLz4();
     const o: Resolved = {
@@ -103,56 +127,124 @@ export class Guard {
       toolCallDeadlineMs: 1000,
       readUncommitted: false,
       dedupeCapacity: 100_000,
+      connectWaitMs: 1000,
+      backlogCapacity: 10_000,
       ...options,
     };
     const reach = new Reachability(o.brokers.join(","), o.logger);
-    const kafka = new kafkajs.Kafka({
+    const settings: KafkaConfig = {
       clientId: "loopguard-client",
       socketFactory: noDelaySocketFactory,
       ...libraryLog(o.logger, reach),
       ...o.kafka,
       brokers: o.brokers,
-    });
-    const startOffsets = new Map<number, string>();
-    let partitions = 0;
-    const admin = kafka.admin();
-    try {
-      await admin.connect();
-      const topics = await admin.listTopics();
-      for (const t of [o.eventsTopic, o.verdictsTopic])
-        if (!topics.includes(t))
-          throw new GuardError(
-            `topic \`${t}\` does not exist on ${o.brokers.join(",")}: create the guard's topics with \`loopguard topics create --partitions N\``,
-          );
-      const { topics: md } = await admin.fetchTopicMetadata({ topics: [o.eventsTopic, o.verdictsTopic] });
-      partitions = md.find((t) => t.name === o.eventsTopic)?.partitions.length ?? 0;
-      const verdictPartitions = md.find((t) => t.name === o.verdictsTopic)?.partitions.length ?? 0;
-      if (partitions === 0 || partitions !== verdictPartitions)
-        throw new GuardError(
-          `\`${o.eventsTopic}\` has ${partitions} partitions and \`${o.verdictsTopic}\` ${verdictPartitions}: a verdict goes to its event's partition number, so both need the same count (docs/contract.md)`,
-        );
-      for (const { partition, offset } of await admin.fetchTopicOffsets(o.verdictsTopic)) startOffsets.set(partition, offset);
-    } catch (e) {
-      throw e instanceof GuardError ? e : new GuardError(`cannot reach Kafka at ${o.brokers.join(",")}: ${String(e)}`);
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-    }
+    };
+    const kafka = new kafkajs.Kafka(settings);
+    // What connecting asks first, each time once: kafkajs would retry a refused connection
+    // for seconds before saying so (the connection loop asks again itself).
+    const probe = new kafkajs.Kafka({ ...settings, retry: { ...settings.retry, retries: 0 } });
     // Idempotent, one request in flight: retries after a broker restart keep each
     // session's events in order.
     // Retries for about a minute: a broker restart is waited out, not a lost event.
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: { retries: 12, initialRetryTime: 200, maxRetryTime: 5000 } });
-    let guard: Guard | undefined;
-    const reader = new VerdictReader(kafka, {
-      topic: o.verdictsTopic,
-      readUncommitted: o.readUncommitted,
-      startOffsets,
-      onRecord: (p) => guard?.onRecord(p),
-      onError: (where, e) => guard?.report(where, e),
-    });
-    guard = new Guard(o, kafka, producer, reader, partitions, reach);
-    await producer.connect();
-    await reader.start();
+    const guard = new Guard(o, kafka, probe, producer, reach);
+    guard.connecting = guard.connectInBackground();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([guard.firstAnswer, new Promise<void>((r) => (timer = setTimeout(r, o.connectWaitMs)))]);
+    clearTimeout(timer);
     return guard;
+  }
+
+  /** True once the guard knows its topics and reads verdicts (it then stays so; an outage
+   * after it is ridden out as before). Until then tool calls are answered fail-open at once
+   * and events wait in the backlog. */
+  get connected(): boolean {
+    return this.reader !== undefined;
+  }
+
+  /** Waits until connected, at most `timeoutMs` (default 10 s); rejects with `GuardError`
+   * saying why not (the broker unreachable, a topic missing, partition counts that differ).
+   * For callers that would rather fail fast than run unguarded; connecting goes on either way. */
+  async ready(timeoutMs = 10_000): Promise<void> {
+    if (this.connected) return;
+    let timer: NodeJS.Timeout | undefined;
+    const ok = await Promise.race([this.connected$.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs)))]);
+    clearTimeout(timer);
+    if (ok) return;
+    throw new GuardError(this.problem?.message ?? `no answer from Kafka at ${this.options.brokers.join(",")} within ${timeoutMs} ms`, {
+      cause: this.problem,
+    });
+  }
+
+  private topics(): Topics {
+    return { brokers: this.options.brokers.join(","), eventsTopic: this.options.eventsTopic, verdictsTopic: this.options.verdictsTopic };
+  }
+
+  private connectInBackground(): Promise<void> {
+    return connectLoop(this.topics(), () => this.attempt(), {
+      stopped: () => this.closed,
+      onProblem: (e, say) => {
+        this.problem = e;
+        if (say) this.report("connect", e);
+      },
+      onAnswer: () => this.answered(),
+      sleep: (ms) =>
+        new Promise<void>((r) => {
+          const timer = setTimeout(r, ms);
+          this.wakeLoop = () => {
+            clearTimeout(timer);
+            r();
+          };
+        }),
+    });
+  }
+
+  /** One try at everything the guard needs; on success the reader reads, every session has
+   * its partition, and the backlog is on its way, in order, before anything published after. */
+  private async attempt(): Promise<void> {
+    const { start, partitions } = await startOffsets(this.probe, this.topics());
+    if (this.closed) return;
+    await this.producer.connect();
+    const reader = new VerdictReader(this.kafka, {
+      topic: this.options.verdictsTopic,
+      readUncommitted: this.options.readUncommitted,
+      startOffsets: start,
+      onRecord: (p) => this.onRecord(p),
+      onError: (where, e) => this.report(where, e),
+    });
+    await reader.start();
+    if (this.closed) {
+      await reader.close();
+      return;
+    }
+    // From here to the end, one synchronous run: nothing published can come between.
+    this.reach.back();
+    this.problem = undefined;
+    this.partitionCount = partitions;
+    this.reader = reader;
+    for (const core of this.sessions.values()) {
+      core.partition ??= partitionFor(core.sessionId, partitions);
+      reader.want(core.partition);
+    }
+    for (const { core, value } of this.backlog.splice(0)) core.enqueue(value);
+    this.markConnected();
+  }
+
+  /** Keeps an event published before the guard is connected (bounded). */
+  hold(core: SessionCore, value: string): void {
+    if (this.backlog.length < this.options.backlogCapacity) {
+      this.backlog.push({ core, value });
+      return;
+    }
+    this.counts.eventsOverflowed += 1;
+    if (this.overflowSaid) return;
+    this.overflowSaid = true;
+    this.report(
+      "backlog",
+      new Error(
+        `${this.options.backlogCapacity} events wait for Kafka at ${this.options.brokers.join(",")} (backlogCapacity): later ones are dropped until it is reached (eventsOverflowed)`,
+      ),
+    );
   }
 
   /** A handle for one agent conversation (a new random id when none is given). */
@@ -162,37 +254,43 @@ export class Guard {
     opts: { onVerdict?: VerdictCallback; onObserved?: VerdictCallback; tenant?: string; agent?: string; model?: string } = {},
   ): Session {
     const id = sessionId ?? randomUUID().replaceAll("-", "");
-    const core = new SessionCore(this, id, partitionFor(id, this.partitionCount), {
+    // Not connected yet: `attempt()` gives it its partition.
+    const core = new SessionCore(this, id, this.partitionCount > 0 ? partitionFor(id, this.partitionCount) : undefined, {
       tenant: opts.tenant ?? this.options.tenant,
       agent: opts.agent ?? this.options.agent,
       model: opts.model ?? this.options.model,
     });
     this.sessions.set(core.sessionId, core);
     // Read from now on: the session's first tool call finds its partition read already.
-    this.reader.want(core.partition);
+    if (core.partition !== undefined) this.reader?.want(core.partition);
     if (opts.onObserved !== undefined) core.observers.add(opts.onObserved);
     return new Session(core, opts.onVerdict);
   }
 
   stats(): Stats {
-    return { ...this.counts, readerRestarts: this.reader.restarts };
+    return { ...this.counts, readerRestarts: this.reader?.restarts ?? 0 };
   }
 
   /** The partitions of the verdicts topic read now. */
   verdictPartitions(): number[] {
-    return this.reader.partitions();
+    return this.reader?.partitions() ?? [];
   }
 
   /** Reopens the verdict reader; it goes on where it stopped and delivers nothing twice. */
   async restartReader(): Promise<void> {
-    await this.reader.restart();
+    await this.reader?.restart();
   }
 
+  /** Sends what is queued and stops; events never sent (the guard was never connected) are
+   * dropped and counted in `eventsFailed`. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.wakeLoop?.();
+    await this.connecting;
+    this.counts.eventsFailed += this.backlog.splice(0).length;
     for (const s of this.sessions.values()) await s.drained();
-    await this.reader.close();
+    await this.reader?.close();
     await this.producer.disconnect().catch((e) => this.report("close", e));
   }
 
@@ -208,7 +306,7 @@ export class Guard {
       });
       this.counts.eventsSent += batch.length;
       this.reach.back();
-      this.reader.want(meta.partition);
+      this.reader?.want(meta.partition);
       // One session's batch goes to one partition, its records at consecutive offsets.
       const base = BigInt(meta.baseOffset ?? "-1");
       batch.forEach((q, i) => q.done({ partition: meta.partition, offset: base + BigInt(i) }));
@@ -349,8 +447,9 @@ class SessionCore {
   constructor(
     readonly guard: Guard,
     readonly sessionId: string,
-    /** The partition of the session's events and verdicts (partitioner.ts). */
-    readonly partition: number,
+    /** The partition of the session's events and verdicts (partitioner.ts); undefined until
+     * the guard is connected and knows the partition count. */
+    public partition: number | undefined,
     private readonly who: { tenant?: string; agent?: string; model?: string },
   ) {}
 
@@ -398,14 +497,22 @@ class SessionCore {
   }
 
   /** Validates (throwing `ValidationError`) and queues one event; resolves with where it
-   * landed once acknowledged (null if it could not be sent). Events of a session go out in
-   * order, those queued during a send together in the next one. */
+   * landed once acknowledged (null if it could not be sent, or at once, null, while the guard
+   * is not connected: the event waits in its backlog). Events of a session go out in order,
+   * those queued during a send together in the next one. */
   publish(event: Record<string, unknown>): Promise<Landed | null> {
     const value = checkEvent(event);
-    return new Promise((done) => {
-      this.queue.push({ value, done });
-      if (!this.pumping) this.sending = this.pump();
-    });
+    if (!this.guard.connected) {
+      this.guard.hold(this, value);
+      return Promise.resolve(null);
+    }
+    return new Promise((done) => this.enqueue(value, done));
+  }
+
+  /** Queues an event to send (the guard is connected). */
+  enqueue(value: string, done: (landed: Landed | null) => void = () => undefined): void {
+    this.queue.push({ value, done });
+    if (!this.pumping) this.sending = this.pump();
   }
 
   private async pump(): Promise<void> {
@@ -413,7 +520,7 @@ class SessionCore {
     while (this.queue.length > 0) {
       const batch = this.queue;
       this.queue = [];
-      await this.guard.sendBatch(this.sessionId, this.partition, batch);
+      await this.guard.sendBatch(this.sessionId, this.partition ?? 0, batch);
     }
     this.pumping = false;
   }
@@ -484,6 +591,13 @@ export class Session {
     const wait = opts.deadlineMs ?? this.core.guard.options.toolCallDeadlineMs;
     const callId = this.core.openCall(tool, opts.callId);
     const event = this.core.event("tool_call", { turn_id: this.core.turnId(opts.turnId), call_id: callId, tool, args });
+    if (!this.core.guard.connected) {
+      // Nothing could answer it yet: run the tool now; the event waits in the backlog, so
+      // the guard still sees the session's history.
+      await this.core.publish(event);
+      this.core.guard.count("toolCallsNotConnected");
+      return null;
+    }
     const eventId = event.event_id as string;
     let resolveVerdict: (v: Verdict | null) => void = () => undefined;
     const verdict = new Promise<Verdict | null>((r) => (resolveVerdict = r));

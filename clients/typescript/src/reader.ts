@@ -60,20 +60,27 @@ export class VerdictReader {
     private readonly opts: ReaderOptions,
   ) {}
 
-  /** Connects both lanes to the topic's leaders; nothing is fetched yet. */
+  /** Connects both lanes to the topic's leaders; nothing is fetched yet. On a failure,
+   * what was connected is disconnected again (the caller may try again). */
   async start(): Promise<void> {
     const isolationLevel = this.opts.readUncommitted ? 0 : 1;
-    const lanes = await Promise.all(
-      ["main", "spare"].map(async (name) => {
-        const cluster = createCluster(this.kafka, isolationLevel);
+    const clusters = ["main", "spare"].map(() => createCluster(this.kafka, isolationLevel));
+    const made = await Promise.allSettled(
+      clusters.map(async (cluster, i) => {
         await cluster.connect();
         await cluster.addTargetTopic(this.opts.topic);
         // Connected to every leader now, not in the first call's fetch.
         const leaders = new Set(cluster.findTopicPartitionMetadata(this.opts.topic).map((m) => m.leader));
         await Promise.all([...leaders].map((nodeId) => cluster.findBroker({ nodeId })));
-        return new Lane(cluster, name);
+        return new Lane(cluster, i === 0 ? "main" : "spare");
       }),
     );
+    const failed = made.find((m): m is PromiseRejectedResult => m.status === "rejected");
+    if (failed !== undefined) {
+      await Promise.all(clusters.map((c) => c.disconnect().catch(() => undefined)));
+      throw failed.reason;
+    }
+    const lanes = made.map((m) => (m as PromiseFulfilledResult<Lane>).value);
     [this.main, this.spare] = lanes;
     for (const lane of lanes) void this.run(lane);
   }

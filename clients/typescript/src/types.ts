@@ -199,6 +199,11 @@ export interface Stats {
   callbackErrors: number;
   backgroundErrors: number;
   toolCallDeadlines: number;
+  /** Tool calls made before the guard was connected: answered fail-open at once, their
+   * events sent once it is. */
+  toolCallsNotConnected: number;
+  /** Events published before the guard was connected beyond `backlogCapacity`: dropped. */
+  eventsOverflowed: number;
   /** Tool calls answered "no verdict" by a judged-through marker, before their deadline. */
   toolCallsNoVerdict: number;
   markersSeen: number;
@@ -218,6 +223,8 @@ export function emptyStats(): Stats {
     callbackErrors: 0,
     backgroundErrors: 0,
     toolCallDeadlines: 0,
+    toolCallsNotConnected: 0,
+    eventsOverflowed: 0,
     toolCallsNoVerdict: 0,
     markersSeen: 0,
     markersInvalid: 0,

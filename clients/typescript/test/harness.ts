@@ -73,8 +73,13 @@ export class GuardProcess {
         "",
       ].join("\n"),
     );
-    execFileSync(g.binary, ["topics", "create", "--config", g.config, "--partitions", String(PARTITIONS)], { stdio: "pipe" });
+    g.createTopics();
     return g;
+  }
+
+  /** `loopguard topics create` for the five private topics. */
+  createTopics(): void {
+    execFileSync(this.binary, ["topics", "create", "--config", this.config, "--partitions", String(PARTITIONS)], { stdio: "pipe" });
   }
 
   get eventsTopic(): string {

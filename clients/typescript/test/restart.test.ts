@@ -9,7 +9,7 @@ import { connect, createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { after, before, test } from "node:test";
 import { randomUUID } from "node:crypto";
-import { Guard, type Session } from "../src/index.js";
+import { Guard, GuardError, type Session } from "../src/index.js";
 import { GuardProcess } from "./harness.js";
 
 const REPO = resolve(import.meta.dirname, "../../../..");
@@ -146,6 +146,65 @@ test("the client fails open while the broker is down and carries on after", { ti
     const states = logged.filter((l) => l.level !== "debug").map((l) => (/unreachable/.test(l.message) ? "down" : /reachable again/.test(l.message) ? "up" : l.message));
     assert.deepEqual(states.slice(0, 2), ["down", "up"], JSON.stringify(logged.filter((l) => l.level !== "debug")));
     assert.ok(states.length <= 6 && states.every((x, i) => i === 0 || x !== states[i - 1]), JSON.stringify(states));
+  } finally {
+    await client.close();
+    await g.stop();
+  }
+});
+
+test("a client connected while the broker is away fails open at once and sends its backlog", { timeout: 400_000 }, async () => {
+  // Issue 35: `connect()` does not wait for an absent broker nor throw. It resolves at once,
+  // tool calls are answered fail-open at once (not at their deadline), the session's events
+  // are kept; once the broker and the guard are up, they reach the guard in order and the
+  // loop they began is blocked as usual.
+  const g = await GuardProcess.create(broker.bootstrap);
+  await broker.stop();
+  const errors: string[] = [];
+  const logged: { level: string; message: string }[] = [];
+  const logger = Object.fromEntries(["debug", "info", "warn"].map((level) => [level, (message: string) => logged.push({ level, message })]));
+  const started = performance.now();
+  const client = await Guard.connect({
+    brokers: [broker.bootstrap],
+    eventsTopic: g.eventsTopic,
+    verdictsTopic: g.verdictsTopic,
+    onError: (w, e) => errors.push(`${w}: ${String(e)}`),
+    logger,
+  });
+  try {
+    const made = performance.now() - started;
+    assert.ok(made < 500, `${made} ms`); // it threw at once before; now it resolves at once
+    assert.equal(client.connected, false);
+    const s = client.session(`absent-${randomUUID().slice(0, 8)}`);
+    await s.userMessage("The build is broken, fix it.");
+    const answers: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const called = performance.now();
+      assert.equal(await s.toolCall("status", { n: 1 }, { deadlineMs: 15_000 }), null);
+      answers.push(performance.now() - called);
+      await s.toolResult("status", { status: "error", error: "connection refused" });
+      await s.turnEnd();
+    }
+    assert.ok(Math.max(...answers) < 50, String(answers)); // at once, not at the 15 s deadline
+    await assert.rejects(client.ready(300), (e: unknown) => e instanceof GuardError && e.message.includes(`cannot reach Kafka at ${broker.bootstrap}`));
+    let st = client.stats();
+    assert.equal(st.toolCallsNotConnected, 2);
+    assert.equal(st.toolCallDeadlines, 0);
+    assert.equal(st.eventsSent, 0);
+
+    await broker.startAgain();
+    await g.start(120_000);
+    await client.ready(120_000);
+    const v = await s.toolCall("status", { n: 1 }, { deadlineMs: 15_000 });
+    assert.equal(v?.action, "block", `${JSON.stringify(client.stats())} ${g.logTail().slice(-600)}`);
+    assert.equal(v?.evidence.count, 3); // the two calls made while the broker was away came first
+    st = client.stats();
+    assert.ok(st.eventsSent >= 8, JSON.stringify(st));
+    assert.equal(st.eventsFailed, 0);
+    assert.equal(st.eventsOverflowed, 0);
+    // The outage said once through onError, and once each way in the log.
+    assert.equal(errors.filter((e) => e.startsWith("connect")).length, 1, errors.join(" | "));
+    const states = logged.filter((l) => l.level !== "debug").map((l) => (/unreachable/.test(l.message) ? "down" : /reachable again/.test(l.message) ? "up" : l.message));
+    assert.deepEqual(states, ["down", "up"], JSON.stringify(logged.filter((l) => l.level !== "debug")));
   } finally {
     await client.close();
     await g.stop();
