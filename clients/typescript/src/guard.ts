@@ -17,7 +17,7 @@ import { VerdictReader } from "./reader.js";
 import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.js";
 import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
 import { checkEvent } from "./validate.js";
-import { GuardError, connectLoop, startOffsets, type Topics } from "./connecting.js";
+import { GuardError, Misconfigured, connectLoop, startOffsets, type Topics } from "./connecting.js";
 
 export { GuardError } from "./connecting.js";
 
@@ -185,6 +185,7 @@ export class Guard {
       stopped: () => this.closed,
       onProblem: (e, say) => {
         this.problem = e;
+        if (e instanceof Misconfigured) this.reach.back(); // it answered: reachable
         if (say) this.report("connect", e);
       },
       onAnswer: () => this.answered(),

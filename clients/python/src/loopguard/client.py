@@ -161,7 +161,11 @@ class Guard:
                 **dict(cfg.kafka),  # the caller's settings win
             }
         )
+        # The reader's first consumer: made here, so a wrong setting raises here, before any
+        # thread is started.
+        first = Consumer(reader_config)
         self._stop = threading.Event()
+        self._closing = False
         # Set by the first answer from Kafka: connected, refused, or the topics wrong.
         self._settled = threading.Event()
         # The last sign of an outage before the first connection, for `ready()` to name.
@@ -171,9 +175,9 @@ class Guard:
         self._poller = threading.Thread(target=self._serve_deliveries, name="loopguard-deliveries", daemon=True)
         self._poller.start()
         # The reader's first consumer learns the topics and where each verdict partition
-        # ends, then reads; made here, so a wrong setting raises here.
+        # ends, then reads.
         self._connection = Connection(
-            Consumer(reader_config),
+            first,
             self._producer,
             cfg.bootstrap_servers,
             cfg.events_topic,
@@ -261,6 +265,8 @@ class Guard:
             return
         self._connection.close(min(timeout, 0.2))
         with self._lock:
+            # A connection made after this point starts no reader (`_connected`).
+            self._closing = True
             held = len(self._backlog)
             self._backlog.clear()
         if held:
@@ -404,40 +410,44 @@ class Guard:
             partitions=len(start),
             consumer=first,
         )
-        with self._lock:
-            self._reader = reader
-            self._partitions = partitions
-            for core in self._sessions.values():
-                if core.partition is None:
-                    core.partition = partition_for(core.session_id, partitions)
-            wanted = {core.partition for core in self._sessions.values() if core.partition is not None}
-            held = [(core.session_id, core.partition, payload) for core, payload in self._backlog if core.partition is not None]
-        for p in wanted:
-            reader.want(p)
         failed: List[BaseException] = []
         with self._lock:
             # Under the lock throughout: an event published meanwhile waits, then goes after
-            # these (`produce` only queues).
-            for sid, partition, payload in held:
-                try:
-                    self._producer.produce(
-                        self.config.events_topic,
-                        key=sid.encode(),
-                        value=payload,
-                        partition=partition,
-                        on_delivery=self._delivered,
-                    )
-                except (BufferError, KafkaException) as e:
-                    self._counts["events_failed"] += 1
-                    failed.append(e)
-            self._backlog.clear()
-            self._live = True
+            # these (`produce` only queues; `want` takes only the reader's own lock).
+            closing = self._closing
+            if not closing:
+                self._reader = reader
+                self._partitions = partitions
+                for core in self._sessions.values():
+                    if core.partition is None:
+                        core.partition = partition_for(core.session_id, partitions)
+                    reader.want(core.partition)
+                for core, payload in self._backlog:
+                    try:
+                        self._producer.produce(
+                            self.config.events_topic,
+                            key=core.session_id.encode(),
+                            value=payload,
+                            partition=partition_for(core.session_id, partitions),
+                            on_delivery=self._delivered,
+                        )
+                    except (BufferError, KafkaException) as e:
+                        self._counts["events_failed"] += 1
+                        failed.append(e)
+                self._backlog.clear()
+                self._live = True
+        if closing:  # closed while connecting: the backlog was counted by close()
+            reader.close(1.0)
+            return
         if failed:
             self._report("publish", failed[0])
 
     def _connect_problem(self, e: GuardError, outage: bool) -> None:
         """The connection thread could not connect yet: an outage (said once until the broker
-        is back) or topics that are not as the contract needs them (said once each)."""
+        is back) or topics that are not as the contract needs them (said once each; the
+        broker answered, so it is reachable)."""
+        if not outage:
+            self._reach.back()
         self._report("connect", e, outage=outage)
 
     def _serve_deliveries(self) -> None:
