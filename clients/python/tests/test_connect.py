@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
+import socket
 import time
 import uuid
 from typing import Iterator, List, Tuple
@@ -177,3 +178,39 @@ def test_the_backlog_is_bounded_and_its_overflow_said_once(unmade: GuardProcess)
         client.close()
         assert time.monotonic() - started < 1.0
     assert client.stats().events_failed == 5  # what was never sent, counted at close
+
+
+def test_a_broker_that_takes_connections_and_never_answers_costs_the_constructor_connect_wait() -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # the kernel completes connections; nothing ever answers on them
+    port = silent.getsockname()[1]
+    errors: List[Tuple[float, str]] = []
+    started = time.monotonic()
+    client = Guard(
+        f"127.0.0.1:{port}",
+        connect_wait=0.3,
+        startup_timeout=1.0,
+        on_error=lambda where, e: errors.append((time.monotonic() - started, f"{where}: {e}")),
+    )
+    try:
+        made = time.monotonic() - started
+        assert 0.28 <= made < 0.8, made
+        s = client.session(f"silent-{uuid.uuid4().hex[:8]}")
+        called = time.monotonic()
+        assert s.tool_call("bash", {"cmd": "ls"}, deadline=WAIT) is None
+        assert time.monotonic() - called < 0.05
+        # Said once the silence outlasts startup_timeout, naming the address.
+        until = time.monotonic() + 5
+        while not errors and time.monotonic() < until:
+            time.sleep(0.1)
+        assert errors and errors[0][1].startswith(f"connect: cannot reach Kafka at 127.0.0.1:{port}"), errors
+        time.sleep(1.5)
+        assert len(errors) == 1, errors
+        with pytest.raises(GuardError, match=f"cannot reach Kafka at 127.0.0.1:{port}"):
+            client.ready(0.1)
+    finally:
+        closing = time.monotonic()
+        client.close()
+        assert time.monotonic() - closing < 1.0
+        silent.close()

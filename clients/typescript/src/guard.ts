@@ -72,6 +72,11 @@ interface Queued {
   done: (landed: Landed | null) => void;
 }
 
+/** The longest one start-up question waits for a broker that says nothing. */
+const PROBE_TIMEOUT_MS = 2000;
+/** The longest `close()` waits for a connection attempt in flight. */
+const CLOSE_WAIT_MS = 250;
+
 /** The header and kind of a judged-through marker (docs/contract.md). */
 const MARKER_HEADER = "loopguard-kind";
 const MARKER_KIND = "judged";
@@ -141,8 +146,15 @@ export class Guard {
     };
     const kafka = new kafkajs.Kafka(settings);
     // What connecting asks first, each time once: kafkajs would retry a refused connection
-    // for seconds before saying so (the connection loop asks again itself).
-    const probe = new kafkajs.Kafka({ ...settings, retry: { ...settings.retry, retries: 0 } });
+    // for seconds before saying so (the connection loop asks again itself). A broker that
+    // accepts connections and never answers fails a question after PROBE_TIMEOUT_MS instead
+    // of kafkajs's 30 s: a question in flight cannot be cancelled (kafkajs waits it out,
+    // keeping the process alive), so that is the longest a closed Guard's process lingers.
+    const probe = new kafkajs.Kafka({
+      ...settings,
+      retry: { ...settings.retry, retries: 0 },
+      requestTimeout: Math.min(settings.requestTimeout ?? PROBE_TIMEOUT_MS, PROBE_TIMEOUT_MS),
+    });
     // Idempotent, one request in flight: retries after a broker restart keep each
     // session's events in order.
     // Retries for about a minute: a broker restart is waited out, not a lost event.
@@ -206,6 +218,10 @@ export class Guard {
     const { start, partitions } = await startOffsets(this.probe, this.topics());
     if (this.closed) return;
     await this.producer.connect();
+    if (this.closed) {
+      await this.producer.disconnect().catch(() => undefined);
+      return;
+    }
     const reader = new VerdictReader(this.kafka, {
       topic: this.options.verdictsTopic,
       readUncommitted: this.options.readUncommitted,
@@ -216,6 +232,7 @@ export class Guard {
     await reader.start();
     if (this.closed) {
       await reader.close();
+      await this.producer.disconnect().catch(() => undefined);
       return;
     }
     // From here to the end, one synchronous run: nothing published can come between.
@@ -288,7 +305,10 @@ export class Guard {
     if (this.closed) return;
     this.closed = true;
     this.wakeLoop?.();
-    await this.connecting;
+    // An attempt in flight to a silent broker ends on its own (and undoes itself).
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.connecting, new Promise((r) => (timer = setTimeout(r, CLOSE_WAIT_MS)))]);
+    clearTimeout(timer);
     this.counts.eventsFailed += this.backlog.splice(0).length;
     for (const s of this.sessions.values()) await s.drained();
     await this.reader?.close();

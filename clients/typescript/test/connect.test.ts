@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { randomUUID } from "node:crypto";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import kafkajs from "kafkajs";
 import { Guard, GuardError, partitionFor, registerLz4 } from "../src/index.js";
 import { VerdictReader } from "../src/reader.js";
@@ -168,4 +169,32 @@ test("the backlog is bounded and its overflow said once", async () => {
   await client.close();
   assert.ok(performance.now() - started < 1000);
   assert.equal(client.stats().eventsFailed, 5); // never sent, counted at close
+});
+
+test("a broker that takes connections and never answers costs connect() connectWaitMs and close() nothing", async () => {
+  const accepted: Socket[] = [];
+  const silent = createServer((s) => accepted.push(s));
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  const { port } = silent.address() as AddressInfo;
+  const errors: [number, string][] = [];
+  const started = performance.now();
+  const client = await Guard.connect({ brokers: [`127.0.0.1:${port}`], connectWaitMs: 300, onError: (w, e) => errors.push([performance.now() - started, `${w}: ${String(e)}`]) });
+  try {
+    const made = performance.now() - started;
+    assert.ok(made >= 280 && made < 800, `${made} ms`);
+    const s = client.session(sid("silent"));
+    const called = performance.now();
+    assert.equal(await s.toolCall("bash", { cmd: "ls" }, { deadlineMs: WAIT }), null);
+    assert.ok(performance.now() - called < 50);
+    // Said once the first question runs out (2 s), naming the address.
+    for (let i = 0; i < 50 && errors.length === 0; i++) await sleep(100);
+    assert.equal(errors.length, 1, JSON.stringify(errors));
+    assert.match(errors[0][1], new RegExp(`^connect: GuardError: cannot reach Kafka at 127.0.0.1:${port}`));
+  } finally {
+    const closing = performance.now();
+    await client.close();
+    assert.ok(performance.now() - closing < 500, `${performance.now() - closing} ms`);
+    for (const s of accepted) s.destroy();
+    silent.close();
+  }
 });
