@@ -24,7 +24,7 @@ mkdir -p build
 # framework adapters' tests (each extra installed), the broker restart (a private broker of
 # its own) and both clients against `loopguard demo`'s embedded broker (tests/test_demo.py)
 # run once, with the newest.
-adapter_tests=(langchain langgraph openai_agents pydantic_ai claude_agent_sdk)
+adapter_tests=(langchain langgraph langgraph_stream openai_agents pydantic_ai claude_agent_sdk)
 for ck in 2.16.1 2.15.1; do
   venv="build/pyclient-$ck"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
