@@ -32,7 +32,7 @@ const FORMAT_JSON: u8 = b'{';
 /// The state types' layout, written after the format byte: bump it with any change to the
 /// fields of a serialized state type (`tests/state_encoding.rs` pins the encoding of a
 /// known state, so a change cannot pass unnoticed). A record of another layout is refused.
-pub const LAYOUT: u8 = 1;
+pub const LAYOUT: u8 = 2;
 
 /// States of at least this many postcard bytes are compressed (smaller ones gain little).
 /// LZ4 rather than deflate: over the fleet's states deflate (level 1) saved another 6 %

@@ -9,12 +9,23 @@ use serde_json::Value;
 /// A tool (or a tool's sub-command) that changes the world by its name: listed in
 /// `mutation_tools`, or starting with a verb of `mutation_verbs`.
 pub(super) fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
-    p.mutation_tools.iter().any(|t| t == name) || {
+    p.mutation_tools.iter().any(|t| same_name(t, name)) || {
         let verb = first_word(name);
         p.mutation_verbs
             .iter()
             .any(|v| v.eq_ignore_ascii_case(verb))
     }
+}
+
+/// Two tool names that differ only in case and separators (`multi_edit`, `MultiEdit`).
+fn same_name(a: &str, b: &str) -> bool {
+    let letters = |s: &str| {
+        s.chars()
+            .filter(|c| !matches!(c, '_' | '-' | '.' | ' '))
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+    };
+    a == b || letters(a) == letters(b)
 }
 
 /// The sub-command of a multi-purpose tool (`str_replace_editor` with `command:
@@ -116,4 +127,45 @@ pub(super) fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<
         views,
         ..Default::default()
     })
+}
+
+/// Argument pairs in which a partial edit names the text it replaces and its replacement.
+const SWAP_KEYS: [(&str, &str); 6] = [
+    ("old_string", "new_string"),
+    ("old_str", "new_str"),
+    ("old_text", "new_text"),
+    ("old", "new"),
+    ("search", "replace"),
+    ("find", "replace"),
+];
+
+/// A partial edit of one file (`str_replace`, an `Edit` with `old_string` and
+/// `new_string`, a multi-edit's `edits`) as a change of the file's state that its reverse
+/// undoes: the file and `H(old) ^ H(new)` over its replacements. The file's state after a
+/// series of edits is the XOR of their changes, so an edit that puts text back as it was
+/// returns the file to an earlier state, whatever came in between (`tool.revert_cycle`'s
+/// state form, without a reported state). `None` for other calls.
+pub(super) fn swap_edit(tool: &str, args: &Value, p: &ToolPolicy) -> Option<(String, u64)> {
+    if p.shell_tools.iter().any(|t| t == tool) {
+        return None;
+    }
+    let map = args.as_object()?;
+    if !(writes_by_name(tool, p) || subcommand(args).is_some_and(|c| writes_by_name(c, p))) {
+        return None;
+    }
+    let path = PATH_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
+    let side = |s: &str| canon::hash64(s.as_bytes());
+    let change = |m: &serde_json::Map<String, Value>| {
+        SWAP_KEYS.iter().find_map(|(a, b)| {
+            let (old, new) = (m.get(*a)?.as_str()?, m.get(*b)?.as_str()?);
+            Some(side(old) ^ side(new))
+        })
+    };
+    let mut delta = change(map).unwrap_or(0);
+    if let Some(Value::Array(edits)) = map.get("edits") {
+        for e in edits.iter().filter_map(Value::as_object) {
+            delta ^= change(e).unwrap_or(0);
+        }
+    }
+    (delta != 0).then(|| (path.to_string(), delta))
 }

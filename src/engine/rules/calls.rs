@@ -4,7 +4,8 @@
 //! them (a call repeated after the world changed is not a repeat). Pure.
 
 use super::call_kind::{
-    named_by, restore_key, shell_command, subcommand, whole_write, writes_by_name, RESTORE_VERBS,
+    named_by, restore_key, shell_command, subcommand, swap_edit, whole_write, writes_by_name,
+    RESTORE_VERBS,
 };
 use super::error_spread::ArgDigest;
 use crate::engine::canon;
@@ -66,6 +67,35 @@ pub struct CallRecord {
     /// taken into the pending call like `digest`.
     #[serde(skip)]
     pub whole_write: Option<(String, u64)>,
+    /// Its arguments' shape (`arg_shape`), taken into the pending call like `digest`.
+    #[serde(skip)]
+    pub shape: u64,
+    /// The file a partial edit changes and how (`call_kind::swap_edit`), taken into the
+    /// pending call like `digest`.
+    #[serde(skip)]
+    pub swap: Option<(String, u64)>,
+}
+
+/// The shape of a call: its tool and canonical arguments with every run of digits as one
+/// `#`, so `take knife 6 from countertop 1` and `take knife 7 from countertop 2` are one
+/// shape, `go to shelf 1` another.
+pub fn arg_shape(tool: &str, canonical_args: &str) -> u64 {
+    let mut text = String::with_capacity(tool.len() + 1 + canonical_args.len());
+    text.push_str(tool);
+    text.push('\0');
+    let mut digits = false;
+    for c in canonical_args.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                text.push('#');
+            }
+            digits = true;
+        } else {
+            text.push(c);
+            digits = false;
+        }
+    }
+    canon::hash64(text.as_bytes())
 }
 
 /// Fields added to the state later: what a checkpoint written before them restores to.
@@ -131,6 +161,8 @@ impl CallRecord {
             answered: false,
             digest: (!is_shell).then(|| ArgDigest::of(args, &text, &values)),
             whole_write: whole_write(tool, args, command.as_ref(), p),
+            shape: arg_shape(tool, &text),
+            swap: swap_edit(tool, args, p),
         }
     }
 

@@ -21,7 +21,13 @@ pub struct ErrorRepeat {
     /// When the streak's first failure came back (event time; 0: unknown).
     #[serde(default)]
     since: i64,
+    /// The calls (signatures) whose failures the streak counted (the first few).
+    #[serde(default)]
+    sigs: Vec<u64>,
 }
+
+/// Calls of a streak remembered, to tell a new try from the same one.
+const STREAK_SIGS: usize = 8;
 
 /// Error text with spacing normalized (what "the same error" means here).
 pub fn normalize(error: &str) -> String {
@@ -72,8 +78,14 @@ pub fn failure_key(normalized: &str, output: Option<&str>) -> Option<String> {
 impl ErrorRepeat {
     /// A result of call `sig` of `tool`, made in response `round`; `error` when it failed
     /// (already `normalize`d: the caller normalizes once for every rule), `output` its
-    /// output hash; `quiet`: a wider form already spoke about this failure (counted, never
-    /// said). Returns true when it steered.
+    /// output hash; `novel`: that output is new to the request; `quiet`: a wider form
+    /// already spoke about this failure (counted, never said). Returns true when it steered.
+    ///
+    /// A try is informative when it is another call than the streak's and brought back an
+    /// output the request had not seen: the same error text over a new target that tells the
+    /// agent something new (a lookup suggesting other names) is exploring, not looping. It
+    /// neither counts nor ends the streak (issue 34); without an output hash nothing tells
+    /// it apart, and it counts.
     #[allow(clippy::too_many_arguments)]
     pub fn on_result(
         &mut self,
@@ -82,6 +94,7 @@ impl ErrorRepeat {
         tool: &str,
         error: Option<&str>,
         output: Option<&str>,
+        novel: bool,
         quiet: bool,
         cx: &mut Cx,
     ) -> bool {
@@ -97,7 +110,7 @@ impl ErrorRepeat {
         };
         let key = hash64(format!("{tool}\0{call:x}\0{out}\0{normalized}").as_bytes());
         if key == self.key && self.streak > 0 {
-            if round == self.round {
+            if round == self.round || (novel && !self.sigs.contains(&sig)) {
                 return false;
             }
             self.streak += 1;
@@ -105,6 +118,10 @@ impl ErrorRepeat {
             self.key = key;
             self.streak = 1;
             self.since = cx.meta.ts_ms;
+            self.sigs.clear();
+        }
+        if self.sigs.len() < STREAK_SIGS && !self.sigs.contains(&sig) {
+            self.sigs.push(sig);
         }
         self.round = round;
         if self.streak == cx.policy.tool.error_repeat && !quiet {
@@ -140,12 +157,18 @@ struct Failure {
     #[serde(alias = "last_request")]
     last: u32,
     reported: bool,
+    /// Requests it failed in (session scope), and the last of them.
+    #[serde(default)]
+    spans: u32,
+    #[serde(default)]
+    last_span: u32,
 }
 
 /// Where identical failures are counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// Across the requests of a session, once per request: "try again" -> the same refusal.
+    /// Across the requests of a session, once per try, in two requests at least: "try
+    /// again" -> the same refusal, however the tries fall between the user's turns.
     Session,
     /// Within a request, every time, changes in between or not: the fixes do not reach it.
     Request,
@@ -159,15 +182,16 @@ pub struct SameFailures {
 }
 
 impl SameFailures {
-    /// The call `sig` of `tool` failed with `error` (normalized) on `occasion`. `said`: a
-    /// verdict about this failure was already given (counted, not said twice).
+    /// The call `sig` of `tool` failed with `error` (normalized) on `occasion` (a try),
+    /// in request number `request`. `said`: a verdict about this failure was already given
+    /// (counted, not said twice).
     #[allow(clippy::too_many_arguments)]
     pub fn on_failure(
         &mut self,
         sig: u64,
         tool: &str,
         error: &str,
-        occasion: u32,
+        (occasion, request): (u32, u32),
         scope: Scope,
         said: bool,
         cx: &mut Cx,
@@ -193,11 +217,17 @@ impl SameFailures {
         }
         entry.count += 1;
         entry.last = occasion;
+        if entry.spans == 0 || entry.last_span != request {
+            entry.spans += 1;
+            entry.last_span = request;
+        }
         let (need, label) = match scope {
             Scope::Session => (cx.policy.tool.session_error_repeat, "session"),
             Scope::Request => (cx.policy.tool.error_repeat, "request"),
         };
-        if (entry.count as usize) < need || entry.reported {
+        // One request's tries are the request scope's to judge.
+        let spread = scope == Scope::Request || entry.spans >= 2;
+        if (entry.count as usize) < need || entry.reported || !spread {
             return;
         }
         entry.reported = true;
@@ -205,12 +235,19 @@ impl SameFailures {
             return;
         }
         let msg = match scope {
-            Scope::Session => format!(
-                "`{tool}` was called the same way and failed with the same error in {} requests of \
-                 this conversation. It will fail again: do not retry it; tell the user what blocks \
-                 it and what they can do instead.",
-                entry.count
-            ),
+            Scope::Session => {
+                let times = if entry.count == entry.spans {
+                    String::new()
+                } else {
+                    format!(" {} times,", entry.count)
+                };
+                format!(
+                    "`{tool}` was called the same way and failed with the same error{times} in {} \
+                     requests of this conversation. It will fail again: do not retry it; tell the \
+                     user what blocks it and what they can do instead.",
+                    entry.spans
+                )
+            }
             Scope::Request => format!(
                 "`{tool}` was run the same way {} times in this request and failed with the same \
                  error each time, whatever you changed in between: your changes do not reach this \
@@ -218,11 +255,16 @@ impl SameFailures {
                 entry.count
             ),
         };
+        let mut evidence =
+            json!({"tool": tool, "count": entry.count, "error": clip(error, 200), "scope": label});
+        if scope == Scope::Session && entry.count != entry.spans {
+            evidence["requests"] = entry.spans.into();
+        }
         cx.emit(Finding::new(
             Rule::ErrorRepeat,
             Action::Steer,
             msg,
-            json!({"tool": tool, "count": entry.count, "error": clip(error, 200), "scope": label}),
+            evidence,
         ));
     }
 }

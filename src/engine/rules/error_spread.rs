@@ -143,6 +143,20 @@ pub struct Failed<'a> {
     pub error: &'a str,
     /// The call's arguments, kept for its non-shell calls.
     pub digest: Option<&'a ArgDigest>,
+    /// Its output (`evidence.output_hash`) is new to the request.
+    pub novel: bool,
+}
+
+impl Failed<'_> {
+    /// What the request's escalation compares failures by: the tool and its error's shape
+    /// (the call's own values and digits masked), or the error text for a shell tool's.
+    pub fn shape_key(&self) -> u64 {
+        let shape = match self.digest {
+            Some(d) => d.shape(self.error),
+            None => self.error.to_string(),
+        };
+        hash64(format!("{}\0{shape}", self.tool).as_bytes())
+    }
 }
 
 /// What a failure is counted as in `form`: its key, its error's shape and the arguments
@@ -180,9 +194,9 @@ impl SpreadFailures {
         })
     }
 
-    /// Counts `failed` in `form` on `occasion` (a response's round, or a request's number).
-    /// `said`: a verdict about this failure was already given: counted, and never said by
-    /// this form.
+    /// Counts `failed` in `form` on `occasion` (a try of the request, or a request's
+    /// number). `said`: a verdict about this failure was already given: counted, and never
+    /// said by this form.
     /// Returns true when it steered.
     pub fn on_failure(
         &mut self,
@@ -195,6 +209,11 @@ impl SpreadFailures {
         let Some((key, shape, args)) = identify(failed, form) else {
             return false;
         };
+        // A reworded try that brought back something new (a lookup that suggests other
+        // names) is exploring: not counted (issue 34).
+        if form == Form::ToolInRequest && failed.novel {
+            return false;
+        }
         let near = |s: &Spread| matches(s, key, form, args);
         let entry = match self.seen.iter().position(near) {
             Some(i) => &mut self.seen[i],

@@ -12,7 +12,9 @@ mod error_spread;
 mod escalation;
 mod exact_repeat;
 mod failures;
+mod fresh;
 mod fuzzy_repeat;
+mod ignored_steer;
 mod near_duplicate;
 mod no_change;
 mod no_progress;
@@ -59,6 +61,15 @@ struct Pending {
     /// The file it writes whole, and what it writes there (its state after a success).
     #[serde(default)]
     whole_write: Option<(String, u64)>,
+    /// Which try of the request it is (`Request::tries`).
+    #[serde(default)]
+    try_no: u32,
+    /// Its arguments' shape (`calls::arg_shape`).
+    #[serde(default)]
+    shape: u64,
+    /// The file a partial edit changes, and how (`call_kind::swap_edit`).
+    #[serde(default)]
+    swap: Option<Box<(String, u64)>>,
 }
 
 /// Everything scoped to one user request (reset by a `user_message`).
@@ -90,6 +101,18 @@ struct Request {
     budget: budget::Budget,
     required: required_tool::RequiredTool,
     text: text_repeats::TextRepeats,
+    /// Outputs the request's calls brought back (what is new information).
+    #[serde(default)]
+    seen: fresh::SeenOutputs,
+    /// Tries so far: a call starts a new one when it opens a response or comes after a
+    /// result (calls made together, before any of them was answered, are one try).
+    #[serde(default)]
+    tries: u32,
+    #[serde(default)]
+    answered_since_call: bool,
+    /// A failure steered about and tried again (`tool.error_repeat`'s ladder).
+    #[serde(default)]
+    ignored: ignored_steer::IgnoredSteer,
 }
 
 /// One session's detector state: what is handed over between instances. Every field of
@@ -329,7 +352,12 @@ impl SessionState {
         if let Some(turn) = self.turn.as_mut() {
             turn.tool_calls += 1;
         }
-        if req.open_round.as_ref().map(|r| r.turn_id.as_str()) != Some(turn_id) {
+        let new_response = req.open_round.as_ref().map(|r| r.turn_id.as_str()) != Some(turn_id);
+        if new_response || req.answered_since_call || req.tries == 0 {
+            req.tries = req.tries.wrapping_add(1);
+            req.answered_since_call = false;
+        }
+        if new_response {
             if req.open_round.is_some() {
                 self.close_round(cx);
             }
@@ -355,7 +383,7 @@ impl SessionState {
         req.required.on_call(tool, args, cx);
         let at = req.window.next_position();
         let (mut sig, mut mutates, mut restores, mut restore_key) = (0, false, false, 0);
-        let (mut digest, mut whole_write) = (None, None);
+        let (mut digest, mut whole_write, mut shape, mut swap) = (None, None, 0, None);
         if !exempt {
             let mut record = calls::CallRecord::new(
                 call_id,
@@ -366,16 +394,20 @@ impl SessionState {
             );
             (sig, mutates, restores) = (record.sig, record.mutates, record.restores);
             restore_key = record.restore_id();
+            shape = record.shape;
+            swap = record.swap.take().map(Box::new);
             digest = record.digest.take();
             whole_write = record.whole_write.take();
             let keep = p.tool.window.max(1);
             req.window.push(record.clone(), keep);
-            let repeated = req.exact.on_call(&req.window, cx) || req.fuzzy.on_call(&req.window, cx);
+            let repeated = req.exact.on_call(&req.window, cx)
+                || req.fuzzy.on_call(&req.window, cx)
+                || req.ignored.on_call(tool, shape, cx);
             if !repeated {
                 req.reverts.on_call(&record, cx);
             }
             req.near.on_call(&record, cx);
-            req.cycle.on_call(&record, cx);
+            req.cycle.on_call(&record, repeated, cx);
         }
         req.pending.push_back(Pending {
             call_id: call_id.to_string(),
@@ -390,6 +422,9 @@ impl SessionState {
             at,
             digest,
             whole_write,
+            try_no: req.tries,
+            shape,
+            swap,
         });
         while req.pending.len() > MAX_PENDING_CALLS {
             req.pending.pop_front();
@@ -414,12 +449,23 @@ impl SessionState {
             .position(|p| &p.call_id == call_id)
             .and_then(|i| req.pending.remove(i));
         let outcome = round::classify(*status, evidence.as_ref(), &mut req.reads);
+        req.answered_since_call = true;
         req.window.record_answered(call_id);
+        let output_hash = evidence
+            .as_ref()
+            .and_then(|e| e.output_hash.as_ref())
+            .map(|o| hash64(o.as_bytes()));
+        let novel = output_hash.map(|h| req.seen.note(h));
         if let Some(out) = evidence.as_ref().and_then(|e| e.output_hash.as_ref()) {
             req.window.record_output(call_id, hash64(out.as_bytes()));
         }
         let Some(pending) = pending else { return };
         let failed = *status == super::event::ToolStatus::Error;
+        let error_hash = failed.then(|| hash64(error.as_deref().unwrap_or("").as_bytes()));
+        req.cycle.on_result(pending.at, output_hash.or(error_hash));
+        if !failed {
+            req.ignored.on_success(tool, pending.shape);
+        }
         let effect = evidence.as_ref().and_then(|e| e.effect);
         let mutated = !failed
             && match effect {
@@ -447,6 +493,10 @@ impl SessionState {
                 req.reverts
                     .on_state(file, None, &format!("{content:016x}"), cx);
             }
+            if let (None, Some(swap)) = (reported, &pending.swap) {
+                // Nor for a partial edit: the file is in the state its edits add up to.
+                req.reverts.on_swap(&swap.0, swap.1, cx);
+            }
             if let Some(ev) = evidence.as_ref() {
                 if let (Some(resource), Some(after)) = (&ev.resource, &ev.state_after) {
                     req.reverts
@@ -458,7 +508,8 @@ impl SessionState {
             let output = evidence.as_ref().and_then(|e| e.output_hash.as_deref());
             let err = failed.then(|| error.as_deref().unwrap_or(""));
             let normalized = err.map(error_repeat::normalize);
-            self.on_failure(&pending, tool, normalized.as_deref(), output, cx);
+            let novel = novel == Some(true);
+            self.on_failure(&pending, tool, normalized.as_deref(), output, novel, cx);
             let req = &mut self.request;
             req.no_change
                 .on_result(pending.sig, tool, pending.round, outcome, cx);
@@ -472,6 +523,13 @@ impl SessionState {
             req.non_discovery = req.non_discovery.saturating_sub(1);
         }
         open.add(outcome);
+        // A failure that brought back something new (a lookup suggesting other names)
+        // is new information too; one without an output says nothing new.
+        open.fresh.add(if failed {
+            Some(novel == Some(true))
+        } else {
+            novel
+        });
         if open.complete() {
             self.close_round(cx);
         }
@@ -483,11 +541,16 @@ impl SessionState {
             return;
         };
         let outcome = open.outcome();
+        let all_new = open.all_new();
         req.no_progress.on_round(outcome, cx);
         // A round of polling calls only is neither discovery nor work for this rule.
         if req.counted_calls > 0 {
             let budget = req.budget.max_rounds(cx);
-            req.discovery.on_round(req.non_discovery == 0, budget, cx);
+            req.discovery
+                .on_round(req.non_discovery == 0, all_new, budget, cx);
+        }
+        if all_new {
+            req.text.fence();
         }
         req.budget.on_round_end(outcome);
     }
@@ -541,6 +604,7 @@ impl SessionState {
             + window
             + self.request.pending.capacity() * std::mem::size_of::<Pending>()
             + self.request.text.heap_bytes()
+            + self.request.seen.heap_bytes()
             + self.context_bytes()
     }
 

@@ -35,6 +35,9 @@ struct Resource {
     current: Option<u64>,
     returns: u32,
     reported: bool,
+    /// The XOR of the partial edits applied to it in this request (`on_swap`).
+    #[serde(default)]
+    edits: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -88,6 +91,24 @@ impl RevertCycle {
                     self.restores.pop_front();
                 }
             }
+        }
+    }
+
+    /// A partial edit of `resource` succeeded, its change `delta` (`call_kind::swap_edit`):
+    /// the file's state is the XOR of the edits made to it in the request, so an edit that
+    /// puts text back returns it to a state seen before.
+    pub fn on_swap(&mut self, resource: &str, delta: u64, cx: &mut Cx) {
+        let key = hash64(resource.as_bytes());
+        let edits = self
+            .resources
+            .iter()
+            .find(|r| r.key == key)
+            .map_or(0, |r| r.edits);
+        let before = format!("edits {edits:016x}");
+        let after = format!("edits {:016x}", edits ^ delta);
+        self.on_state(resource, Some(&before), &after, cx);
+        if let Some(r) = self.resources.iter_mut().find(|r| r.key == key) {
+            r.edits = edits ^ delta;
         }
     }
 

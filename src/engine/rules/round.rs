@@ -117,6 +117,9 @@ pub struct OpenRound {
     pub counts: [u32; 5],
     /// Every call so far used a read/search/list tool or reported a read.
     pub discovery_only: bool,
+    /// Whether its results brought new information (`fresh`).
+    #[serde(default)]
+    pub fresh: super::fresh::Freshness,
 }
 
 impl OpenRound {
@@ -129,12 +132,18 @@ impl OpenRound {
             ended: false,
             counts: [0; 5],
             discovery_only: true,
+            fresh: Default::default(),
         }
     }
 
     pub fn add(&mut self, outcome: Outcome) {
         self.counts[outcome as usize] += 1;
         self.results += 1;
+    }
+
+    /// Every call of the round came back `ok` with an output the request had not seen.
+    pub fn all_new(&self) -> bool {
+        self.fresh.all_new(self.calls)
     }
 
     pub fn complete(&self) -> bool {

@@ -75,6 +75,19 @@ impl TextRepeats {
         }
     }
 
+    /// The agent made progress since the text so far: a round whose every call brought back
+    /// something the request had not seen. Text written before it repeated after it is a
+    /// habit of phrasing between steps that move on ("Now I find X. Next, I need to take
+    /// it."), not a loop: the detectors start afresh (issue 34).
+    pub fn fence(&mut self) {
+        if let Some(r) = self.reasoning.as_mut() {
+            r.reset();
+        }
+        if let Some(c) = self.content.as_mut() {
+            c.reset();
+        }
+    }
+
     /// A response ended: keep the text, free the lookup tables until the next response.
     pub fn compact(&mut self) {
         if let Some(r) = self.reasoning.as_mut() {

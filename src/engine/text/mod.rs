@@ -239,6 +239,11 @@ impl ContentText {
         self.tandem.rebuild();
     }
 
+    /// Forgets the text so far: what comes next is not compared with it.
+    pub fn reset(&mut self) {
+        self.tandem.reset();
+    }
+
     pub fn compact(&mut self) {
         self.tandem.compact();
     }
