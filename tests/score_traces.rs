@@ -25,6 +25,38 @@ fn the_scorer_gives_the_documented_figures() {
     );
 }
 
+/// The synthetic sessions of tests/data/kinds (scripts/gen_kinds.py: household, web-shop,
+/// QA, customer-service and coding agents, the classes of issue 34): every loop on time, no
+/// verdict at all on their healthy work.
+#[test]
+fn the_kinds_corpus_is_judged_as_labelled() {
+    let o = Command::new("python3")
+        .args([
+            "scripts/score_traces.py",
+            env!("CARGO_BIN_EXE_loopguard"),
+            "--labels",
+            "tests/data/kinds",
+            "--verbose",
+            "--check",
+        ])
+        .output()
+        .expect("run python3 scripts/score_traces.py");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "loops caught 15/15, block/abort on healthy work 0, other verdicts on healthy work 0\n"
+    );
+}
+
+#[test]
+fn the_kinds_corpus_is_what_its_generator_writes() {
+    let o = Command::new("python3")
+        .args(["scripts/gen_kinds.py", "--check"])
+        .output()
+        .expect("run python3 scripts/gen_kinds.py");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn a_label_naming_no_event_is_an_error() {
     let dir = tempfile::tempdir().unwrap();

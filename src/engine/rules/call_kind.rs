@@ -144,15 +144,14 @@ const SWAP_KEYS: [(&str, &str); 6] = [
 /// undoes: the file and `H(old) ^ H(new)` over its replacements. The file's state after a
 /// series of edits is the XOR of their changes, so an edit that puts text back as it was
 /// returns the file to an earlier state, whatever came in between (`tool.revert_cycle`'s
-/// state form, without a reported state). `None` for other calls.
+/// state form, without a reported state). `None` for other calls. The arguments say it
+/// whatever the tool is named (`search_replace`, `editor`, `NotebookEdit`): a file and the
+/// text to replace in it with other text is an edit.
 pub(super) fn swap_edit(tool: &str, args: &Value, p: &ToolPolicy) -> Option<(String, u64)> {
     if p.shell_tools.iter().any(|t| t == tool) {
         return None;
     }
     let map = args.as_object()?;
-    if !(writes_by_name(tool, p) || subcommand(args).is_some_and(|c| writes_by_name(c, p))) {
-        return None;
-    }
     let path = PATH_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
     let side = |s: &str| canon::hash64(s.as_bytes());
     let change = |m: &serde_json::Map<String, Value>| {

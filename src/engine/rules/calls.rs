@@ -132,6 +132,7 @@ impl CallRecord {
         let is_shell = p.shell_tools.iter().any(|t| t == tool);
         let named_mutation = writes_by_name(tool, p)
             || (!is_shell && subcommand(args).is_some_and(|c| writes_by_name(c, p)));
+        let swap = swap_edit(tool, args, p);
         let restores = if is_shell {
             command.as_ref().is_some_and(|c| c.restores)
         } else {
@@ -150,7 +151,10 @@ impl CallRecord {
             round,
             ts_ms,
             at,
-            mutates: named_mutation || restores || command.as_ref().is_some_and(|c| c.mutates),
+            mutates: named_mutation
+                || restores
+                || swap.is_some()
+                || command.as_ref().is_some_and(|c| c.mutates),
             restores,
             navigates: !is_shell && named_by(tool, args, &p.navigation_verbs),
             restore_key: if restores {
@@ -162,7 +166,7 @@ impl CallRecord {
             digest: (!is_shell).then(|| ArgDigest::of(args, &text, &values)),
             whole_write: whole_write(tool, args, command.as_ref(), p),
             shape: arg_shape(tool, &text),
-            swap: swap_edit(tool, args, p),
+            swap,
         }
     }
 
