@@ -103,11 +103,12 @@ fn the_same_error_over_targets_that_each_tell_something_new_is_exploring() {
         let mut s = Script::new("qa");
         s.user("who designed the harbour bridge?");
         for (i, o) in outputs.iter().enumerate() {
-            let args = json!({"entity": format!("Harbour Bridge {}", ["North", "Old", "Rask", "Port"][i])});
+            let name = ["North", "Old", "Rask", "Port"][i];
+            let args = json!({"command": format!("python lookup.py 'Harbour Bridge {name}'")});
             step(
                 &mut s,
-                "Let me search.",
-                "search",
+                "Let me look it up.",
+                "bash",
                 args,
                 Some("Could not find entity."),
                 o,
@@ -124,6 +125,25 @@ fn the_same_error_over_targets_that_each_tell_something_new_is_exploring() {
     let steers = of_rule(&v, Rule::ErrorRepeat);
     assert_eq!(steers.len(), 1, "{:?}", rules(&v));
     assert_eq!(steers[0].action, Action::Steer);
+    // A tool of its own, reworded: the reworded form still steers once at the third, new
+    // outputs or not (docs/decisions.md (gd): an edit retried with new text and the same
+    // rejection has new outputs too).
+    let mut s = Script::new("qa-tool");
+    s.user("who designed the harbour bridge?");
+    for (i, name) in ["North", "Old", "Rask"].iter().enumerate() {
+        let args = json!({"entity": format!("Harbour Bridge {name}")});
+        step(
+            &mut s,
+            "Search.",
+            "search",
+            args,
+            Some("Could not find entity."),
+            &format!("s{i}"),
+        );
+    }
+    let v = run(&s.events);
+    assert_eq!(rules(&v), vec![("tool.error_repeat", "steer")]);
+    assert_eq!(v[0].evidence["args"], "vary");
 }
 
 #[test]

@@ -175,7 +175,9 @@ fn a_file_back_to_an_earlier_state_three_times_is_steered() {
 }
 
 #[test]
-fn the_same_refusal_in_three_requests_is_steered_once_and_retries_inside_one_are_not_counted() {
+fn the_same_refusal_three_times_over_the_users_turns_is_steered_once() {
+    // Issue 34 (docs/decisions.md (gd)): counted per try across the session once the tries
+    // span two requests; before it, once per request (a third request was needed).
     let fail = |s: &mut Script| {
         s.new_turn();
         let (_, c) = s.call("book", json!({"flight": "SK 4411", "name": "Kim"}));
@@ -187,22 +189,26 @@ fn the_same_refusal_in_three_requests_is_steered_once_and_retries_inside_one_are
     fail(&mut s);
     s.round("search_flights", json!({"to": "OSL"}), None);
     fail(&mut s);
-    s.user("try again");
-    let second = fail(&mut s);
     assert!(
         of_rule(&run(&s.events), Rule::ErrorRepeat).is_empty(),
-        "two requests so far"
+        "two tries in one request"
     );
-    let _ = second;
-    s.user("please try again");
+    s.user("try again");
     let third = fail(&mut s);
+    s.user("please try again");
+    fail(&mut s);
     s.user("again");
     fail(&mut s);
     let v = run(&s.events);
     let hits = of_rule(&v, Rule::ErrorRepeat);
-    assert_eq!(hits.len(), 1, "{v:#?}");
-    assert_eq!(hits[0].event_id, third);
+    assert_eq!(hits[0].event_id, third, "{v:#?}");
     assert_eq!(hits[0].evidence["scope"], "session");
+    assert_eq!(hits[0].evidence["requests"], 2);
+    // Steered once; the ladder of a later request blocks only after a steer in it.
+    assert!(
+        hits.iter().skip(1).all(|h| h.action != Action::Steer),
+        "{v:#?}"
+    );
 }
 
 #[test]

@@ -9,23 +9,27 @@ use serde_json::Value;
 /// A tool (or a tool's sub-command) that changes the world by its name: listed in
 /// `mutation_tools`, or starting with a verb of `mutation_verbs`.
 pub(super) fn writes_by_name(name: &str, p: &ToolPolicy) -> bool {
-    p.mutation_tools.iter().any(|t| same_name(t, name)) || {
-        let verb = first_word(name);
-        p.mutation_verbs
-            .iter()
-            .any(|v| v.eq_ignore_ascii_case(verb))
-    }
+    // Only a name with capitals can match a listed one without being equal to it.
+    let capitals = name.bytes().any(|c| c.is_ascii_uppercase());
+    p.mutation_tools
+        .iter()
+        .any(|t| t == name || (capitals && same_letters(t, name)))
+        || {
+            let verb = first_word(name);
+            p.mutation_verbs
+                .iter()
+                .any(|v| v.eq_ignore_ascii_case(verb))
+        }
 }
 
 /// Two tool names that differ only in case and separators (`multi_edit`, `MultiEdit`).
-fn same_name(a: &str, b: &str) -> bool {
-    let letters = |s: &str| {
-        s.chars()
-            .filter(|c| !matches!(c, '_' | '-' | '.' | ' '))
-            .flat_map(char::to_lowercase)
-            .collect::<String>()
-    };
-    a == b || letters(a) == letters(b)
+fn same_letters(a: &str, b: &str) -> bool {
+    fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes()
+            .filter(|c| !matches!(c, b'_' | b'-' | b'.' | b' '))
+            .map(|c| c.to_ascii_lowercase())
+    }
+    letters(a).eq(letters(b))
 }
 
 /// The sub-command of a multi-purpose tool (`str_replace_editor` with `command:
@@ -129,16 +133,6 @@ pub(super) fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<
     })
 }
 
-/// Argument pairs in which a partial edit names the text it replaces and its replacement.
-const SWAP_KEYS: [(&str, &str); 6] = [
-    ("old_string", "new_string"),
-    ("old_str", "new_str"),
-    ("old_text", "new_text"),
-    ("old", "new"),
-    ("search", "replace"),
-    ("find", "replace"),
-];
-
 /// A partial edit of one file (`str_replace`, an `Edit` with `old_string` and
 /// `new_string`, a multi-edit's `edits`) as a change of the file's state that its reverse
 /// undoes: the file and `H(old) ^ H(new)` over its replacements. The file's state after a
@@ -152,19 +146,36 @@ pub(super) fn swap_edit(tool: &str, args: &Value, p: &ToolPolicy) -> Option<(Str
         return None;
     }
     let map = args.as_object()?;
+    let delta = replacement(map)
+        ^ match map.get("edits") {
+            Some(Value::Array(edits)) => edits
+                .iter()
+                .filter_map(Value::as_object)
+                .fold(0, |d, e| d ^ replacement(e)),
+            _ => 0,
+        };
+    if delta == 0 {
+        return None;
+    }
     let path = PATH_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
-    let side = |s: &str| canon::hash64(s.as_bytes());
-    let change = |m: &serde_json::Map<String, Value>| {
-        SWAP_KEYS.iter().find_map(|(a, b)| {
-            let (old, new) = (m.get(*a)?.as_str()?, m.get(*b)?.as_str()?);
-            Some(side(old) ^ side(new))
-        })
-    };
-    let mut delta = change(map).unwrap_or(0);
-    if let Some(Value::Array(edits)) = map.get("edits") {
-        for e in edits.iter().filter_map(Value::as_object) {
-            delta ^= change(e).unwrap_or(0);
+    (delta != 0).then(|| (path.to_string(), delta))
+}
+
+/// `H(old) ^ H(new)` of the text an edit's arguments replace and its replacement
+/// (`old_string`/`new_string`, `old_str`/`new_str`, `old_text`/`new_text`, `old`/`new`,
+/// `search` or `find`/`replace`), 0 when they name none: one pass over the keys.
+fn replacement(map: &serde_json::Map<String, Value>) -> u64 {
+    let (mut old, mut new) = (None, None);
+    for (k, v) in map {
+        let Some(text) = v.as_str() else { continue };
+        match k.as_str() {
+            "old_string" | "old_str" | "old_text" | "old" | "search" | "find" => old = Some(text),
+            "new_string" | "new_str" | "new_text" | "new" | "replace" => new = Some(text),
+            _ => {}
         }
     }
-    (delta != 0).then(|| (path.to_string(), delta))
+    match (old, new) {
+        (Some(a), Some(b)) => canon::hash64(a.as_bytes()) ^ canon::hash64(b.as_bytes()),
+        _ => 0,
+    }
 }

@@ -79,23 +79,30 @@ pub struct CallRecord {
 /// The shape of a call: its tool and canonical arguments with every run of digits as one
 /// `#`, so `take knife 6 from countertop 1` and `take knife 7 from countertop 2` are one
 /// shape, `go to shelf 1` another.
-pub fn arg_shape(tool: &str, canonical_args: &str) -> u64 {
-    let mut text = String::with_capacity(tool.len() + 1 + canonical_args.len());
-    text.push_str(tool);
-    text.push('\0');
-    let mut digits = false;
-    for c in canonical_args.chars() {
-        if c.is_ascii_digit() {
-            if !digits {
-                text.push('#');
+pub fn arg_shape(tool: &str, canonical_args: &str, sig: u64) -> u64 {
+    let bytes = canonical_args.as_bytes();
+    // Without digits the shape is the call itself.
+    let Some(first) = bytes.iter().position(u8::is_ascii_digit) else {
+        return sig;
+    };
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(tool.as_bytes());
+    h.update(b"\0");
+    let (mut start, mut i) = (0, first);
+    while i < bytes.len() {
+        if bytes[i].is_ascii_digit() {
+            h.update(&bytes[start..i]);
+            h.update(b"#");
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
             }
-            digits = true;
+            start = i;
         } else {
-            text.push(c);
-            digits = false;
+            i += 1;
         }
     }
-    canon::hash64(text.as_bytes())
+    h.update(&bytes[start..]);
+    h.digest()
 }
 
 /// Fields added to the state later: what a checkpoint written before them restores to.
@@ -165,7 +172,7 @@ impl CallRecord {
             answered: false,
             digest: (!is_shell).then(|| ArgDigest::of(args, &text, &values)),
             whole_write: whole_write(tool, args, command.as_ref(), p),
-            shape: arg_shape(tool, &text),
+            shape: arg_shape(tool, &text, sig),
             swap,
         }
     }

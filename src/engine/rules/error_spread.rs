@@ -127,6 +127,12 @@ struct Spread {
     count: u32,
     last: u32,
     reported: bool,
+    /// Hash of the last counted failure's error text, as written (not its shape).
+    #[serde(default)]
+    text: u64,
+    /// The last counted failure's call (signature).
+    #[serde(default)]
+    sig: u64,
 }
 
 /// Failures counted in the wider forms, for one scope (a request, or a session).
@@ -143,8 +149,6 @@ pub struct Failed<'a> {
     pub error: &'a str,
     /// The call's arguments, kept for its non-shell calls.
     pub digest: Option<&'a ArgDigest>,
-    /// Its output (`evidence.output_hash`) is new to the request.
-    pub novel: bool,
 }
 
 impl Failed<'_> {
@@ -209,11 +213,6 @@ impl SpreadFailures {
         let Some((key, shape, args)) = identify(failed, form) else {
             return false;
         };
-        // A reworded try that brought back something new (a lookup that suggests other
-        // names) is exploring: not counted (issue 34).
-        if form == Form::ToolInRequest && failed.novel {
-            return false;
-        }
         let near = |s: &Spread| matches(s, key, form, args);
         let entry = match self.seen.iter().position(near) {
             Some(i) => &mut self.seen[i],
@@ -237,6 +236,9 @@ impl SpreadFailures {
         if entry.count > 0 && entry.last == occasion {
             return false;
         }
+        let text = hash64(failed.error.as_bytes());
+        entry.text = text;
+        entry.sig = failed.sig;
         entry.count += 1;
         entry.last = occasion;
         let need = match form {

@@ -33,18 +33,20 @@ impl SessionState {
             sig,
             error: error.unwrap_or(""),
             digest: pending.digest.as_ref(),
-            novel,
         };
-        let attempt = ignored_steer::Try {
+        // The error's shape is computed only when the ladder needs it.
+        let attempt = |key: u64| ignored_steer::Try {
             tool,
-            key: failed.shape_key(),
+            key,
             shape: pending.shape,
             sig,
             try_no,
             novel,
         };
-        if error.is_some() {
-            self.request.ignored.on_failure(&attempt);
+        if error.is_some() && self.request.ignored.armed() {
+            self.request
+                .ignored
+                .on_failure(&attempt(failed.shape_key()));
         }
         // The wider forms that already spoke about this failure silence the narrower ones.
         let failing = error.is_some();
@@ -94,7 +96,9 @@ impl SessionState {
                 .iter()
                 .find_map(|v| v.loop_since_ms)
                 .unwrap_or(cx.meta.ts_ms);
-            self.request.ignored.on_steered(&attempt, since);
+            self.request
+                .ignored
+                .on_steered(&attempt(failed.shape_key()), since);
         }
     }
 }

@@ -6,17 +6,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Outputs remembered per request, at most (the oldest go first): a sweep of 30 places
-/// and what came back from each fits, at 8 bytes each.
-const KEEP: usize = 96;
+/// and what came back from each fits, at 4 bytes each (32 bits of the hash: a false
+/// "seen" needs a collision among 64 values, about 1 in 67 million).
+const KEEP: usize = 64;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SeenOutputs {
-    outputs: VecDeque<u64>,
+    outputs: VecDeque<u32>,
 }
 
 impl SeenOutputs {
     /// Notes an output (hashed); true when the request had not seen it before.
     pub fn note(&mut self, output: u64) -> bool {
+        let output = (output >> 32) as u32;
         if self.outputs.contains(&output) {
             return false;
         }
@@ -28,7 +30,7 @@ impl SeenOutputs {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.outputs.capacity() * 8
+        self.outputs.capacity() * 4
     }
 }
 
@@ -65,8 +67,8 @@ mod tests {
     #[test]
     fn an_output_is_new_once() {
         let mut s = SeenOutputs::default();
-        assert!(s.note(1) && s.note(2));
-        assert!(!s.note(1));
+        assert!(s.note(1 << 32) && s.note(2 << 32));
+        assert!(!s.note(1 << 32));
     }
 
     #[test]

@@ -69,6 +69,11 @@ impl IgnoredSteer {
         remember(&mut self.sigs, t.sig);
     }
 
+    /// A failure was steered about in this request (its later failures are counted).
+    pub fn armed(&self) -> bool {
+        self.key != 0
+    }
+
     /// A try failed after the steer.
     pub fn on_failure(&mut self, t: &Try) {
         if self.key == 0 || t.key != self.key || t.try_no == self.last_try {
