@@ -57,6 +57,16 @@ pub struct ToolPolicy {
     pub no_change_abort_rounds: usize,
 }
 
+impl ToolPolicy {
+    /// `tool` runs command lines (`tool.shell_tools`, compared without case: Claude Code's
+    /// `Bash` is `bash`).
+    pub fn is_shell(&self, tool: &str) -> bool {
+        self.shell_tools
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(tool))
+    }
+}
+
 impl Default for ToolPolicy {
     fn default() -> Self {
         ToolPolicy {

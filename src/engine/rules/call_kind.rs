@@ -86,14 +86,16 @@ const PATH_KEYS: [&str; 4] = ["path", "file_path", "file", "filename"];
 /// tool's path and content arguments (`create`, `write_file`), or a shell command line
 /// that writes one file from a heredoc (`cat > f <<'EOF' … EOF`: the same command line,
 /// the same content). `None` for partial edits (`str_replace`, `sed -i`): their result
-/// depends on the file before them.
+/// depends on the file before them. `named`: the tool or its sub-command writes by its name
+/// (`writes_by_name`, computed once by the caller).
 pub(super) fn whole_write(
     tool: &str,
     args: &Value,
     command: Option<&shell::Command>,
+    named: bool,
     p: &ToolPolicy,
 ) -> Option<(String, u64)> {
-    if p.shell_tools.iter().any(|t| t == tool) {
+    if p.is_shell(tool) {
         let c = command?;
         let text = args
             .as_str()
@@ -105,17 +107,19 @@ pub(super) fn whole_write(
             _ => None,
         };
     }
+    if !named {
+        return None;
+    }
     let map = args.as_object()?;
-    let named = writes_by_name(tool, p) || subcommand(args).is_some_and(|c| writes_by_name(c, p));
     let path = PATH_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
     let content = CONTENT_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
-    named.then(|| (path.to_string(), canon::hash64(content.as_bytes())))
+    Some((path.to_string(), canon::hash64(content.as_bytes())))
 }
 
 /// What the call's command text says it does: the whole analysis for shell tools; for
 /// another tool that takes a command line, only its identity options.
 pub(super) fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<shell::Command> {
-    let shell = p.shell_tools.iter().any(|t| t == tool);
+    let shell = p.is_shell(tool);
     let text = match args {
         Value::String(s) if shell => s.as_str(),
         Value::Object(map) => ["command", "cmd", "script", "commands", "input"]
@@ -142,7 +146,7 @@ pub(super) fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<
 /// whatever the tool is named (`search_replace`, `editor`, `NotebookEdit`): a file and the
 /// text to replace in it with other text is an edit.
 pub(super) fn swap_edit(tool: &str, args: &Value, p: &ToolPolicy) -> Option<(String, u64)> {
-    if p.shell_tools.iter().any(|t| t == tool) {
+    if p.is_shell(tool) {
         return None;
     }
     let map = args.as_object()?;

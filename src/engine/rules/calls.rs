@@ -136,7 +136,7 @@ impl CallRecord {
             key.extend_from_slice(targets.as_bytes());
             identity = canon::hash64(&key) | 1;
         }
-        let is_shell = p.shell_tools.iter().any(|t| t == tool);
+        let is_shell = p.is_shell(tool);
         let named_mutation = writes_by_name(tool, p)
             || (!is_shell && subcommand(args).is_some_and(|c| writes_by_name(c, p)));
         let swap = swap_edit(tool, args, p);
@@ -171,7 +171,7 @@ impl CallRecord {
             },
             answered: false,
             digest: (!is_shell).then(|| ArgDigest::of(args, &text, &values)),
-            whole_write: whole_write(tool, args, command.as_ref(), p),
+            whole_write: whole_write(tool, args, command.as_ref(), named_mutation, p),
             shape: arg_shape(tool, &text, sig),
             swap,
         }

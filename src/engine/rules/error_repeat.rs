@@ -78,7 +78,7 @@ pub fn failure_key(normalized: &str, output: Option<&str>) -> Option<String> {
 impl ErrorRepeat {
     /// A result of call `sig` of `tool`, made in response `round`; `error` when it failed
     /// (already `normalize`d: the caller normalizes once for every rule), `output` its
-    /// output hash; `novel`: that output is new to the request; `quiet`: a wider form
+    /// output hash; `novel`: the try told something new (`failures`); `quiet`: a wider form
     /// already spoke about this failure (counted, never said). Returns true when it steered.
     ///
     /// A try is informative when it is another call than the streak's and brought back an

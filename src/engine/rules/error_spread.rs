@@ -30,7 +30,15 @@ const SHAPE_CHARS: usize = 200;
 pub struct ArgDigest {
     fields: Vec<u64>,
     echoes: Vec<String>,
+    /// The first chars of the values too long to be echoes (an edit's `old_str`).
+    #[serde(default)]
+    heads: Vec<String>,
 }
+
+/// Chars of a long value looked for in an error text.
+const HEAD_CHARS: usize = 32;
+/// Shortest echo that says an error quotes the call.
+const QUOTE_MIN: usize = 4;
 
 impl ArgDigest {
     /// The digest of `args`, whose canonical text is `text` with each top-level value at
@@ -71,7 +79,19 @@ impl ArgDigest {
         if (2..=120).contains(&chars) && self.echoes.len() < ECHOES && !self.echoes.contains(&text)
         {
             self.echoes.push(text);
+        } else if chars > 120 && self.heads.len() < ECHOES {
+            self.heads.push(text.chars().take(HEAD_CHARS).collect());
         }
+    }
+
+    /// The error text quotes one of the call's own values: the failure is about that value
+    /// (an `old_str` that "did not appear verbatim"), whatever else the call changed.
+    pub fn quoted_in(&self, error: &str) -> bool {
+        self.echoes
+            .iter()
+            .filter(|e| e.chars().count() >= QUOTE_MIN)
+            .chain(&self.heads)
+            .any(|v| error.contains(v.as_str()))
     }
 
     /// True when the two calls' arguments differ in one top-level field at most.
@@ -149,6 +169,8 @@ pub struct Failed<'a> {
     pub error: &'a str,
     /// The call's arguments, kept for its non-shell calls.
     pub digest: Option<&'a ArgDigest>,
+    /// Its output is new to the request and its error quotes none of its arguments.
+    pub informative: bool,
 }
 
 impl Failed<'_> {
@@ -236,7 +258,20 @@ impl SpreadFailures {
         if entry.count > 0 && entry.last == occasion {
             return false;
         }
+        // A reworded try (another call) whose error reads word for word as the last one's,
+        // quotes none of its arguments, and brought back a new output (a lookup listing
+        // other names) is exploring: not counted (issue 34). An error that quotes the call
+        // (the `old_str` of an edit retried with other new text) is about that value, still
+        // the same: counted.
         let text = hash64(failed.error.as_bytes());
+        if form == Form::ToolInRequest
+            && failed.informative
+            && entry.sig != failed.sig
+            && entry.count > 0
+            && entry.text == text
+        {
+            return false;
+        }
         entry.text = text;
         entry.sig = failed.sig;
         entry.count += 1;

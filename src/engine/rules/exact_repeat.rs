@@ -29,7 +29,7 @@ impl ExactRepeat {
         let Some(call) = window.newest() else {
             return false;
         };
-        let shell = p.shell_tools.iter().any(|t| t == &call.tool);
+        let shell = p.is_shell(&call.tool);
         // A shell tool runs every kind of command: another command's new output is no sign
         // that the agent moved on.
         let matches: Vec<_> = window

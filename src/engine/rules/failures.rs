@@ -28,11 +28,19 @@ impl SessionState {
             let window = &mut self.request.window;
             window.record_error(&pending.call_id, hash64(e.as_bytes()));
         }
+        // A try that tells something new: its output is new to the request, and its error
+        // is not about one of its own values (then nothing new was learnt about that value).
+        let quoted = match (error, pending.digest.as_deref()) {
+            (Some(e), Some(d)) => d.quoted_in(e),
+            _ => false,
+        };
+        let informative = novel && !quoted;
         let failed = Failed {
             tool,
             sig,
             error: error.unwrap_or(""),
-            digest: pending.digest.as_ref(),
+            digest: pending.digest.as_deref(),
+            informative,
         };
         // The error's shape is computed only when the ladder needs it.
         let attempt = |key: u64| ignored_steer::Try {
@@ -41,7 +49,7 @@ impl SessionState {
             shape: pending.shape,
             sig,
             try_no,
-            novel,
+            novel: informative,
         };
         if error.is_some() && self.request.ignored.armed() {
             self.request
@@ -54,8 +62,16 @@ impl SessionState {
         let in_session = failing && self.spread.reported(&failed, Form::ToolAcrossRequests);
         let req = &mut self.request;
         let before = cx.out.len();
-        req.errors
-            .on_result(sig, try_no, tool, error, output, novel, in_request, cx);
+        req.errors.on_result(
+            sig,
+            try_no,
+            tool,
+            error,
+            output,
+            informative,
+            in_request,
+            cx,
+        );
         let Some(error) = error else { return };
         if let Some(key) = error_repeat::failure_key(error, output) {
             let said = in_request || cx.out.len() > before;

@@ -57,7 +57,7 @@ struct Pending {
     restore_key: u64,
     /// A non-shell call's arguments, for the wider error forms.
     #[serde(default)]
-    digest: Option<error_spread::ArgDigest>,
+    digest: Option<Box<error_spread::ArgDigest>>,
     /// The file it writes whole, and what it writes there (its state after a success).
     #[serde(default)]
     whole_write: Option<(String, u64)>,
@@ -396,7 +396,7 @@ impl SessionState {
             restore_key = record.restore_id();
             shape = record.shape;
             swap = record.swap.take().map(Box::new);
-            digest = record.digest.take();
+            digest = record.digest.take().map(Box::new);
             whole_write = record.whole_write.take();
             let keep = p.tool.window.max(1);
             req.window.push(record.clone(), keep);
