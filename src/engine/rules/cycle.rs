@@ -11,24 +11,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::VecDeque;
 
-/// One call of the sequence.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Step {
-    sig: u64,
-    tool: String,
-    /// Position of the call in its request.
-    at: u64,
-    /// What its result said (output hash or error), once known.
-    result: Option<u64>,
-}
-
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Cycle {
-    /// Recent calls, newest last.
-    seq: VecDeque<Step>,
-    /// The period of the cycle already reported, while the sequence still ends in it.
-    active: Option<usize>,
+    /// Recent (signature, tool) pairs, newest last.
+    seq: VecDeque<(u64, String)>,
+    /// True while the sequence still ends in the cycle already reported.
+    active: bool,
+    /// For the newest calls of `seq` (aligned from the back; states written before issue 34
+    /// have none): each call's position in its request and what its result said (its
+    /// output hash or error, hashed), once known.
+    #[serde(default)]
+    answers: VecDeque<(u64, Option<u64>)>,
+    /// The period of the cycle reported (0: not known, in older states).
+    #[serde(default)]
+    period: usize,
     /// Calls blocked in the current episode.
+    #[serde(default)]
     blocks: u32,
 }
 
@@ -37,17 +35,23 @@ impl Cycle {
     pub fn on_call(&mut self, call: &CallRecord, blocked: bool, cx: &mut Cx) {
         let p = &cx.policy.tool;
         let repeats = p.cycle_repeats;
-        self.seq.push_back(Step {
-            sig: call.sig,
-            tool: call.tool.clone(),
-            at: call.at,
-            result: None,
-        });
-        while self.seq.len() > p.cycle_max_period * (repeats + 1) {
+        self.seq.push_back((call.sig, call.tool.clone()));
+        self.answers.push_back((call.at, None));
+        let keep = p.cycle_max_period * (repeats + 1);
+        while self.seq.len() > keep {
             self.seq.pop_front();
         }
-        if let Some(period) = self.active {
-            if self.ends_in_cycle(period, repeats) {
+        while self.answers.len() > self.seq.len() {
+            self.answers.pop_front();
+        }
+        let found = (p.cycle_min_period..=p.cycle_max_period)
+            .find(|&period| self.ends_in_cycle(period, repeats));
+        if self.active {
+            let period = match self.period {
+                0 => found,
+                known => Some(known).filter(|&k| self.ends_in_cycle(k, repeats)),
+            };
+            if let Some(period) = period {
                 if !blocked
                     && self.ends_in_cycle(period, repeats + 1)
                     && self.answers_repeat(period)
@@ -56,13 +60,13 @@ impl Cycle {
                 }
                 return;
             }
-            self.active = None;
+            self.active = false;
+            self.period = 0;
             self.blocks = 0;
         }
-        let found = (p.cycle_min_period..=p.cycle_max_period)
-            .find(|&period| self.ends_in_cycle(period, repeats));
         if let Some(period) = found {
-            self.active = Some(period);
+            self.active = true;
+            self.period = period;
             let msg = format!(
                 "Your last {} tool calls repeat the same sequence ({}) {} times. \
                  The cycle is not converging: stop and try a different approach.",
@@ -82,8 +86,8 @@ impl Cycle {
     /// The result of the call made at position `at` came back: `result` is its output hash
     /// or its error, hashed (`None` when it said neither).
     pub fn on_result(&mut self, at: u64, result: Option<u64>) {
-        if let Some(step) = self.seq.iter_mut().rev().find(|s| s.at == at) {
-            step.result = result;
+        if let Some(a) = self.answers.iter_mut().rev().find(|a| a.0 == at) {
+            a.1 = result;
         }
     }
 
@@ -91,7 +95,7 @@ impl Cycle {
         let n = self.seq.len();
         self.seq
             .range(n - period..)
-            .map(|s| s.tool.as_str())
+            .map(|(_, t)| t.as_str())
             .collect()
     }
 
@@ -117,11 +121,12 @@ impl Cycle {
     /// The calls of the last whole period before the newest call got the same answers as
     /// their counterparts one period earlier (each known): the cycle learns nothing.
     fn answers_repeat(&self, period: usize) -> bool {
-        let n = self.seq.len();
-        (n - period..n - 1).all(|i| {
-            let (now, then) = (&self.seq[i].result, &self.seq[i - period].result);
-            now.is_some() && now == then
-        })
+        let n = self.answers.len();
+        n > 2 * period
+            && (n - period..n - 1).all(|i| {
+                let (now, then) = (self.answers[i].1, self.answers[i - period].1);
+                now.is_some() && now == then
+            })
     }
 
     /// The last `period * repeats` signatures repeat with `period`, and the cycle is not
@@ -134,7 +139,7 @@ impl Cycle {
         let tail: Vec<u64> = self
             .seq
             .range(n - period * repeats..)
-            .map(|s| s.sig)
+            .map(|(s, _)| *s)
             .collect();
         let periodic = |d: usize| (d..tail.len()).all(|i| tail[i] == tail[i - d]);
         periodic(period) && !(1..period).any(|d| period % d == 0 && periodic(d))
