@@ -32,6 +32,18 @@ fn step(
     id
 }
 
+/// One step of a household agent with a single `act` tool.
+fn act(s: &mut Script, action: &str, error: Option<&str>, hash: &str) -> String {
+    step(
+        s,
+        "Next step.",
+        "act",
+        json!({ "action": action }),
+        error,
+        hash,
+    )
+}
+
 fn rules(v: &[Verdict]) -> Vec<(&str, &str)> {
     v.iter()
         .map(|v| (v.rule.as_str(), v.action.as_str()))
@@ -210,12 +222,9 @@ fn a_failure_over_an_enumerated_argument_is_steered_then_blocked() {
     s.user("put a knife in the drawer");
     let mut calls = Vec::new();
     for i in 1..=8 {
-        let args = json!({"action": format!("take knife {i} from countertop 1")});
-        calls.push(step(
+        calls.push(act(
             &mut s,
-            "Next, I need to take it.",
-            "act",
-            args,
+            &format!("take knife {i} from countertop 1"),
             Some("Nothing happens."),
             "nothing",
         ));
@@ -240,37 +249,18 @@ fn a_failure_over_an_enumerated_argument_is_steered_then_blocked() {
     let mut s = Script::new("knives-ok");
     s.user("put a knife in the drawer");
     for i in 1..=5 {
-        let args = json!({"action": format!("take knife {i} from countertop 1")});
-        step(
+        act(
             &mut s,
-            "Next, I need to take it.",
-            "act",
-            args,
+            &format!("take knife {i} from countertop 1"),
             Some("Nothing happens."),
             "nothing",
         );
     }
-    let go = step(
+    let go = act(&mut s, "go to countertop 2", None, "ct2");
+    let took = act(&mut s, "take knife 1 from countertop 2", None, "took");
+    let after = act(
         &mut s,
-        "Go on.",
-        "act",
-        json!({"action": "go to countertop 2"}),
-        None,
-        "ct2",
-    );
-    let took = step(
-        &mut s,
-        "Take it.",
-        "act",
-        json!({"action": "take knife 1 from countertop 2"}),
-        None,
-        "took",
-    );
-    let after = step(
-        &mut s,
-        "Again.",
-        "act",
-        json!({"action": "take knife 2 from countertop 2"}),
+        "take knife 2 from countertop 2",
         Some("Nothing happens."),
         "nothing",
     );

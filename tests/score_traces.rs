@@ -5,20 +5,26 @@
 
 use std::process::Command;
 
-#[test]
-fn the_scorer_gives_the_documented_figures() {
-    let o = Command::new("python3")
-        .args([
-            "scripts/score_traces.py",
-            env!("CARGO_BIN_EXE_loopguard"),
-            "--verbose",
-            "--check",
-        ])
+/// The scorer's verbose report with `--check` over the labels in `dir` (its default set
+/// when `None`); fails the test when it exits non-zero.
+fn scored(dir: Option<&str>) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.args(["scripts/score_traces.py", env!("CARGO_BIN_EXE_loopguard")]);
+    if let Some(dir) = dir {
+        cmd.args(["--labels", dir]);
+    }
+    let o = cmd
+        .args(["--verbose", "--check"])
         .output()
         .expect("run python3 scripts/score_traces.py");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_scorer_gives_the_documented_figures() {
     assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
+        scored(None),
         "  soft  ext-mini-dj13964: tool.revert_cycle steer at call 97\n\
          \x20 soft  ext-swea-pydicom1458: tool.fuzzy_repeat steer at call 9\n\
          loops caught 4/4, block/abort on healthy work 0, other verdicts on healthy work 2\n"
@@ -30,20 +36,8 @@ fn the_scorer_gives_the_documented_figures() {
 /// verdict at all on their healthy work.
 #[test]
 fn the_kinds_corpus_is_judged_as_labelled() {
-    let o = Command::new("python3")
-        .args([
-            "scripts/score_traces.py",
-            env!("CARGO_BIN_EXE_loopguard"),
-            "--labels",
-            "tests/data/kinds",
-            "--verbose",
-            "--check",
-        ])
-        .output()
-        .expect("run python3 scripts/score_traces.py");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
+        scored(Some("tests/data/kinds")),
         "loops caught 15/15, block/abort on healthy work 0, other verdicts on healthy work 0\n"
     );
 }

@@ -19,9 +19,10 @@ pub struct Cycle {
     active: bool,
     /// For the newest calls of `seq` (aligned from the back; states written before issue 34
     /// have none): each call's position in its request and what its result said (its
-    /// output hash or error, hashed), once known.
+    /// output hash or error, hashed; 32 bits are plenty to tell one period's answers from
+    /// the last), once known.
     #[serde(default)]
-    answers: VecDeque<(u64, Option<u64>)>,
+    answers: VecDeque<(u64, Option<u32>)>,
     /// The period of the cycle reported (0: not known, in older states).
     #[serde(default)]
     period: usize,
@@ -87,7 +88,7 @@ impl Cycle {
     /// or its error, hashed (`None` when it said neither).
     pub fn on_result(&mut self, at: u64, result: Option<u64>) {
         if let Some(a) = self.answers.iter_mut().rev().find(|a| a.0 == at) {
-            a.1 = result;
+            a.1 = result.map(|r| (r >> 32) as u32);
         }
     }
 

@@ -171,17 +171,48 @@ pub struct Failed<'a> {
     pub digest: Option<&'a ArgDigest>,
     /// Its output is new to the request and its error quotes none of its arguments.
     pub informative: bool,
+    /// Its error's shape (`ArgDigest::shape`; the error itself without a digest), computed
+    /// once for every form and the ladder, and its key (`shape_key`; 0 for a success, which has neither).
+    shape: String,
+    key: u64,
 }
 
-impl Failed<'_> {
-    /// What the request's escalation compares failures by: the tool and its error's shape
-    /// (the call's own values and digits masked), or the error text for a shell tool's.
-    pub fn shape_key(&self) -> u64 {
-        let shape = match self.digest {
-            Some(d) => d.shape(self.error),
-            None => self.error.to_string(),
+impl<'a> Failed<'a> {
+    pub fn new(
+        tool: &'a str,
+        sig: u64,
+        error: Option<&'a str>,
+        digest: Option<&'a ArgDigest>,
+        informative: bool,
+    ) -> Self {
+        let Some(error) = error else {
+            return Failed {
+                tool,
+                sig,
+                error: "",
+                digest,
+                informative,
+                shape: String::new(),
+                key: 0,
+            };
         };
-        hash64(format!("{}\0{shape}", self.tool).as_bytes())
+        let shape = digest.map_or_else(|| error.to_string(), |d| d.shape(error));
+        let key = hash64(format!("{tool}\0{shape}").as_bytes());
+        Failed {
+            tool,
+            sig,
+            error,
+            digest,
+            informative,
+            shape,
+            key,
+        }
+    }
+
+    /// What failures are compared by in the per-tool forms and the request's escalation: the
+    /// tool and its error's shape.
+    pub fn shape_key(&self) -> u64 {
+        self.key
     }
 }
 
@@ -193,12 +224,10 @@ fn identify<'a>(failed: &Failed<'a>, form: Form) -> Option<(u64, String, Option<
         Form::CallAcrossRequests => Some((failed.sig, String::new(), None)),
         Form::ToolInRequest | Form::ToolAcrossRequests => {
             let digest = failed.digest?;
-            let shape = digest.shape(failed.error);
-            if uninformative(&shape) {
+            if uninformative(&failed.shape) {
                 return None;
             }
-            let key = hash64(format!("{}\0{shape}", failed.tool).as_bytes());
-            Some((key, shape, Some(digest)))
+            Some((failed.shape_key(), failed.shape.clone(), Some(digest)))
         }
     }
 }

@@ -35,14 +35,7 @@ impl SessionState {
             _ => false,
         };
         let informative = novel && !quoted;
-        let failed = Failed {
-            tool,
-            sig,
-            error: error.unwrap_or(""),
-            digest: pending.digest.as_deref(),
-            informative,
-        };
-        // The error's shape is computed only when the ladder needs it.
+        let failed = Failed::new(tool, sig, error, pending.digest.as_deref(), informative);
         let attempt = |key: u64| ignored_steer::Try {
             tool,
             key,
