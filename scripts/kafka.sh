@@ -4,9 +4,14 @@
 #   fetch          resolve jars into build/kafka/<version>/lib (no-op when cached)
 #   start [PORT]   run on PORT (default 19092, controller PORT+1), print
 #                  KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:PORT on stdout (all else: stderr)
-#   stop  [PORT]   stop it and remove build/kafka/run-PORT
+#   start-secured [PORT]
+#                  the same broker locked down: SASL_SSL + SCRAM-SHA-512 clients on
+#                  PORT, ACLs enforced, throwaway CA, inter-broker PORT+2; also
+#                  prints KAFKA_SECURED_ENV=<run dir>/secured.env ("secured mode" below)
+#   stop  [PORT]   stop either kind and remove build/kafka/run-PORT
 # Env: KAFKA_VERSION, KAFKA_START_TIMEOUT (s, 90), KAFKA_AUTO_CREATE_TOPICS (false),
-#      KAFKA_JVM_OPTS (extra JVM flags for the broker).
+#      KAFKA_JVM_OPTS (extra JVM flags for the broker),
+#      KAFKA_SCRAM_PASSWORD_PREFIX (secured: password = PREFIX-USER instead of random).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -63,27 +68,199 @@ live_pid() {
   [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") == *"run-$1/server.properties"* ]] && echo "$pid"
 }
 
-start() {
-  local port=$1
-  [[ $port =~ ^[0-9]+$ ]] || die "bad port: $port"
-  local cport=$((port + 1)) run=$BASE/run-$port timeout=${KAFKA_START_TIMEOUT:-90}
-  command -v java >/dev/null || die "java (17+) not found"
-  fetch
-  if live_pid "$port" >/dev/null && ready "$port"; then
-    say "already running"; echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$port"; return 0
-  fi
-  stop "$port" 2>/dev/null || true
-  for p in "$port" "$cport"; do ! port_open "$p" || die "port $p on 127.0.0.1 is already in use"; done
-  mkdir -p "$run/data"
-  cat >"$run/server.properties" <<EOF
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$cport
+# --- secured mode -----------------------------------------------------------
+# Listeners: SASL_SSL on PORT for every client (SCRAM-SHA-512 over TLS);
+# INTERNAL on PORT+2 for inter-broker traffic, SASL_PLAINTEXT + SCRAM-SHA-512 as
+# User:admin (loopback only, so TLS would add cost and no protection); CONTROLLER
+# on PORT+1, SASL_PLAINTEXT + PLAIN as User:admin, because KRaft controllers
+# cannot check SCRAM (its credentials live in the metadata log they serve). The
+# broker must be a super user on both: StandardAuthorizer also guards its
+# registration with the controller and the requests it forwards there.
+SCRAM_USERS=(admin guard runtime runtime-b operator dlq-reader)
+declare -A PASS=()            # SCRAM user -> password (secured mode only)
+STORE_PASS='' CTRL_PASS=''    # keystore/truststore, controller PLAIN login
+
+# 24 chars of [A-Za-z0-9]: safe unquoted in JAAS strings, SCRAM specs,
+# .properties files and the env file.
+rand_secret() { head -c18 /dev/urandom | base64 | tr -d '\n' | tr '+/' 'xy'; }
+# admin -> ADMIN, dlq-reader -> DLQ_READER (env-name part).
+env_name() { local n=${1^^}; echo "${n//-/_}"; }
+
+# Random per start; KAFKA_SCRAM_PASSWORD_PREFIX makes the user passwords
+# predictable ("PREFIX-USER") so a test can grep logs for leaks. The store and
+# controller passwords never leave the run dir and stay random.
+gen_passwords() {
+  local prefix=${KAFKA_SCRAM_PASSWORD_PREFIX:-} u
+  # The prefix lands unescaped in the same places as rand_secret's output.
+  [[ -z $prefix || $prefix =~ ^[A-Za-z0-9._-]+$ ]] ||
+    die "KAFKA_SCRAM_PASSWORD_PREFIX may only hold [A-Za-z0-9._-]"
+  for u in "${SCRAM_USERS[@]}"; do
+    if [[ -n $prefix ]]; then PASS[$u]=$prefix-$u; else PASS[$u]=$(rand_secret); fi
+  done
+  STORE_PASS=$(rand_secret) CTRL_PASS=$(rand_secret)
+}
+
+# Throwaway CA and a broker certificate for 127.0.0.1 (IP SAN, what clients
+# dial and librdkafka verifies by default) and localhost, packed as the PKCS12
+# keystore the broker serves; ca.pem (librdkafka, kafkajs) and truststore.p12
+# (Java) are what clients trust. EC P-256 keys: generated in milliseconds.
+make_tls() {
+  local dir=$1
+  mkdir -m 700 "$dir"   # parent: the fresh run dir
+  (
+    cd "$dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+      -subj "/CN=loopguard throwaway test CA" -keyout ca.key -out ca.pem \
+      -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign"
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+      -subj "/CN=127.0.0.1" -keyout broker.key -out broker.csr
+    printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature" \
+      "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >broker.ext
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+      -days 30 -extfile broker.ext -out broker.pem
+    openssl pkcs12 -export -name broker -in broker.pem -inkey broker.key \
+      -certfile ca.pem -out broker.p12 -passout "pass:$STORE_PASS"
+    # keytool, not openssl: Java only trusts a certificate in a PKCS12 file
+    # when it carries Java's trusted-cert attribute, which OpenSSL 3.0 omits.
+    keytool -importcert -noprompt -alias ca -file ca.pem -storetype PKCS12 \
+      -keystore truststore.p12 -storepass "$STORE_PASS"
+    # Nothing may mint more certificates clients would trust; the broker key
+    # lives on in broker.p12 only.
+    rm -f ca.key ca.srl broker.key broker.csr broker.ext
+  ) >"$dir/gen.log" 2>&1 || { cat "$dir/gen.log" >&2; die "TLS material generation failed"; }
+}
+
+# Listener and security part of server.properties (secured mode).
+secured_listener_props() {
+  local port=$1 cport=$2 iport=$3 tls=$4
+  local scram=org.apache.kafka.common.security.scram.ScramLoginModule
+  local plain=org.apache.kafka.common.security.plain.PlainLoginModule
+  cat <<EOF
+listeners=SASL_SSL://127.0.0.1:$port,INTERNAL://127.0.0.1:$iport,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=SASL_SSL://127.0.0.1:$port,INTERNAL://127.0.0.1:$iport
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=SASL_SSL:SASL_SSL,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT
+# The global default is GSSAPI; every listener names its own below.
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$scram required;
+listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.internal.scram-sha-512.sasl.jaas.config=$scram required username="admin" password="${PASS[admin]}";
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+# Server side (user_admin) and the broker's own login to its controller.
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=$plain required username="admin" password="$CTRL_PASS" user_admin="$CTRL_PASS";
+sasl.mechanism.controller.protocol=PLAIN
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$tls/broker.p12
+ssl.keystore.password=$STORE_PASS
+ssl.key.password=$STORE_PASS
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$tls/truststore.p12
+ssl.truststore.password=$STORE_PASS
+ssl.client.auth=none
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:admin
+EOF
+}
+
+# secured.env (sourceable: KEY=value, no `export`, so dotenv readers can parse
+# it too) and, per user, a librdkafka config and a Java client config.
+write_client_configs() {
+  local port=$1 run=$2 u n
+  local tls=$run/tls dir=$run/clients
+  mkdir -m 700 "$dir"   # parent: the fresh run dir
+  {
+    echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$port"
+    printf 'KAFKA_CA_PEM=%q\n' "$tls/ca.pem"
+    printf 'KAFKA_CLIENTS_DIR=%q\n' "$dir"
+    for u in "${SCRAM_USERS[@]}"; do
+      echo "KAFKA_USER_$(env_name "$u")_PASSWORD=${PASS[$u]}"
+    done
+  } >"$run/secured.env"
+  for u in "${SCRAM_USERS[@]}"; do
+    cat >"$dir/$u.properties" <<EOF
+bootstrap.servers=127.0.0.1:$port
+security.protocol=SASL_SSL
+sasl.mechanisms=SCRAM-SHA-512
+sasl.username=$u
+sasl.password=${PASS[$u]}
+ssl.ca.location=$tls/ca.pem
+EOF
+    cat >"$dir/$u.java.properties" <<EOF
+bootstrap.servers=127.0.0.1:$port
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$u" password="${PASS[$u]}";
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$tls/truststore.p12
+ssl.truststore.password=$STORE_PASS
+EOF
+  done
+}
+
+# --- plaintext mode ----------------------------------------------------------
+plain_listener_props() {
+  local port=$1 cport=$2
+  cat <<EOF
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+EOF
+}
+
+# What `eval "$(kafka.sh start...)"` picks up.
+print_env() {
+  echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$1"
+  [[ $2 == plain ]] || printf 'KAFKA_SECURED_ENV=%q\n' "$BASE/run-$1/secured.env"
+}
+
+# A running broker only counts when it runs in the mode asked for.
+mode_of() { if [[ -f $BASE/run-$1/secured.env ]]; then echo secured; else echo plain; fi; }
+
+# start PORT [plain|secured]
+start() {
+  local port=$1 mode=${2:-plain}
+  [[ $port =~ ^[0-9]+$ ]] || die "bad port: $port"
+  local cport=$((port + 1)) iport=$((port + 2)) run=$BASE/run-$port timeout=${KAFKA_START_TIMEOUT:-90}
+  local ports=("$port" "$cport") scram=() u
+  [[ $mode == plain ]] || ports+=("$iport")
+  command -v java >/dev/null || die "java (17+) not found"
+  if [[ $mode == secured ]]; then
+    command -v openssl >/dev/null || die "openssl not found"
+    gen_passwords   # first: a bad prefix must fail before we stop anything
+  fi
+  fetch
+  if live_pid "$port" >/dev/null && ready "$port" && [[ $(mode_of "$port") == "$mode" ]]; then
+    say "already running"; print_env "$port" "$mode"; return 0
+  fi
+  stop "$port" 2>/dev/null || true
+  for p in "${ports[@]}"; do ! port_open "$p" || die "port $p on 127.0.0.1 is already in use"; done
+  mkdir -p "$run/data"
+  if [[ $mode == secured ]]; then
+    chmod 700 "$run"   # passwords in server.properties, clients/, secured.env
+    make_tls "$run/tls"
+    # Credentials go into the bootstrap metadata, so they exist from the first
+    # request on (no ConfigCommand round trip after start).
+    for u in "${SCRAM_USERS[@]}"; do scram+=(--add-scram "SCRAM-SHA-512=[name=$u,password=${PASS[$u]}]"); done
+  fi
+  {
+    cat <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+EOF
+    if [[ $mode == secured ]]; then
+      secured_listener_props "$port" "$cport" "$iport" "$run/tls"
+    else
+      plain_listener_props "$port" "$cport"
+    fi
+    cat <<EOF
 log.dirs=$run/data
 num.partitions=1
 min.insync.replicas=1
@@ -97,6 +274,7 @@ transaction.state.log.num.partitions=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=${KAFKA_AUTO_CREATE_TOPICS:-false}
 EOF
+  } >"$run/server.properties"
   # log4j2: everything to server.log in the run dir.
   cat >"$run/log4j2.properties" <<EOF
 appender.f.type=File
@@ -112,8 +290,12 @@ EOF
   local cid
   cid=$(head -c16 /dev/urandom | base64 | tr -d '=\n' | tr '+/' 'xy')
   # kafka.tools.StorageTool is the storage tool main class (checked for 4.1.x).
+  # ${scram[@]+...}: bash < 4.4 calls an empty array unbound under set -u.
   java -cp "$CP" kafka.tools.StorageTool format -t "$cid" -c "$run/server.properties" \
-    >"$run/format.log" 2>&1 || { cat "$run/format.log" >&2; die "storage format failed"; }
+    ${scram[@]+"${scram[@]}"} >"$run/format.log" 2>&1 ||
+    { cat "$run/format.log" >&2; die "storage format failed"; }
+  # Written only now: its presence marks the run dir as secured (mode_of).
+  [[ $mode == plain ]] || write_client_configs "$port" "$run"
   # Detached from our stdin/stdout so callers like $(kafka.sh start) return.
   # shellcheck disable=SC2086 # KAFKA_JVM_OPTS is a list of flags
   nohup java -Xmx512m -Xms128m ${KAFKA_JVM_OPTS:-} \
@@ -132,7 +314,7 @@ EOF
     sleep 0.5
   done
   say "ready after $((SECONDS - t0))s"
-  echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$port"
+  print_env "$port" "$mode"
 }
 
 # SIGTERM (controlled shutdown), SIGKILL after 30 s, then drop the run dir.
@@ -153,6 +335,7 @@ stop() {
 case ${1:-} in
   fetch) fetch; say "jars in ${LIB#"$ROOT"/}" ;;
   start) start "${2:-19092}" ;;
+  start-secured) start "${2:-19092}" secured ;;
   stop) stop "${2:-19092}" ;;
-  *) echo "usage: $0 fetch | start [PORT] | stop [PORT]" >&2; exit 2 ;;
+  *) echo "usage: $0 fetch | start [PORT] | start-secured [PORT] | stop [PORT]" >&2; exit 2 ;;
 esac
