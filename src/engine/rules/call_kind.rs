@@ -87,15 +87,15 @@ const PATH_KEYS: [&str; 4] = ["path", "file_path", "file", "filename"];
 /// that writes one file from a heredoc (`cat > f <<'EOF' … EOF`: the same command line,
 /// the same content). `None` for partial edits (`str_replace`, `sed -i`): their result
 /// depends on the file before them. `named`: the tool or its sub-command writes by its name
-/// (`writes_by_name`, computed once by the caller).
+/// (`writes_by_name`), `is_shell`: the tool is a shell (`ToolPolicy::is_shell`): both
+/// computed once by the caller.
 pub(super) fn whole_write(
-    tool: &str,
     args: &Value,
     command: Option<&shell::Command>,
     named: bool,
-    p: &ToolPolicy,
+    is_shell: bool,
 ) -> Option<(String, u64)> {
-    if p.is_shell(tool) {
+    if is_shell {
         let c = command?;
         let text = args
             .as_str()
@@ -117,9 +117,9 @@ pub(super) fn whole_write(
 }
 
 /// What the call's command text says it does: the whole analysis for shell tools; for
-/// another tool that takes a command line, only its identity options.
-pub(super) fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<shell::Command> {
-    let shell = p.is_shell(tool);
+/// another tool that takes a command line, only its identity options. `shell`: the tool is
+/// a shell (`ToolPolicy::is_shell`).
+pub(super) fn shell_command(args: &Value, shell: bool, p: &ToolPolicy) -> Option<shell::Command> {
     let text = match args {
         Value::String(s) if shell => s.as_str(),
         Value::Object(map) => ["command", "cmd", "script", "commands", "input"]
@@ -144,42 +144,81 @@ pub(super) fn shell_command(tool: &str, args: &Value, p: &ToolPolicy) -> Option<
 /// returns the file to an earlier state, whatever came in between (`tool.revert_cycle`'s
 /// state form, without a reported state). `None` for other calls. The arguments say it
 /// whatever the tool is named (`search_replace`, `editor`, `NotebookEdit`): a file and the
-/// text to replace in it with other text is an edit.
-pub(super) fn swap_edit(tool: &str, args: &Value, p: &ToolPolicy) -> Option<(String, u64)> {
-    if p.is_shell(tool) {
+/// text to replace in it with other text is an edit. Never a shell's call (`is_shell`).
+pub(super) fn swap_edit(args: &Value, is_shell: bool) -> Option<(String, u64)> {
+    if is_shell {
         return None;
     }
     let map = args.as_object()?;
-    let delta = replacement(map)
-        ^ match map.get("edits") {
-            Some(Value::Array(edits)) => edits
+    // One pass over the keys: most calls replace nothing and name no file.
+    let (mut delta, mut path, mut edits) = (Replacement::default(), None, None);
+    for (k, v) in map {
+        // Every key of interest starts with one of these letters.
+        if !matches!(
+            k.as_bytes().first(),
+            Some(b'e' | b'f' | b'n' | b'o' | b'p' | b'r' | b's')
+        ) {
+            continue;
+        }
+        if k == "edits" {
+            edits = v.as_array();
+        } else if let Some(rank) = PATH_KEYS.iter().position(|p| p == k) {
+            // The first of `PATH_KEYS` that holds text, whatever the keys' order.
+            if let Some(text) = v.as_str().filter(|_| path.is_none_or(|(r, _)| rank < r)) {
+                path = Some((rank, text));
+            }
+        } else {
+            delta.note(k, v);
+        }
+    }
+    let delta = delta.hash()
+        ^ edits.map_or(0, |edits| {
+            edits
                 .iter()
                 .filter_map(Value::as_object)
-                .fold(0, |d, e| d ^ replacement(e)),
-            _ => 0,
-        };
+                .fold(0, |d, e| d ^ replacement(e))
+        });
     if delta == 0 {
         return None;
     }
-    let path = PATH_KEYS.iter().find_map(|k| map.get(*k)?.as_str())?;
-    (delta != 0).then(|| (path.to_string(), delta))
+    path.map(|(_, path)| (path.to_string(), delta))
 }
 
-/// `H(old) ^ H(new)` of the text an edit's arguments replace and its replacement
-/// (`old_string`/`new_string`, `old_str`/`new_str`, `old_text`/`new_text`, `old`/`new`,
-/// `search` or `find`/`replace`), 0 when they name none: one pass over the keys.
-fn replacement(map: &serde_json::Map<String, Value>) -> u64 {
-    let (mut old, mut new) = (None, None);
-    for (k, v) in map {
-        let Some(text) = v.as_str() else { continue };
-        match k.as_str() {
-            "old_string" | "old_str" | "old_text" | "old" | "search" | "find" => old = Some(text),
-            "new_string" | "new_str" | "new_text" | "new" | "replace" => new = Some(text),
+/// The text an edit replaces and its replacement, as its arguments are read.
+#[derive(Default)]
+struct Replacement<'a> {
+    old: Option<&'a str>,
+    new: Option<&'a str>,
+}
+
+impl<'a> Replacement<'a> {
+    /// Notes one argument: `old_string`/`new_string`, `old_str`/`new_str`,
+    /// `old_text`/`new_text`, `old`/`new`, `search` or `find`/`replace`.
+    fn note(&mut self, key: &str, value: &'a Value) {
+        let Some(text) = value.as_str() else { return };
+        match key {
+            "old_string" | "old_str" | "old_text" | "old" | "search" | "find" => {
+                self.old = Some(text)
+            }
+            "new_string" | "new_str" | "new_text" | "new" | "replace" => self.new = Some(text),
             _ => {}
         }
     }
-    match (old, new) {
-        (Some(a), Some(b)) => canon::hash64(a.as_bytes()) ^ canon::hash64(b.as_bytes()),
-        _ => 0,
+
+    /// `H(old) ^ H(new)`, 0 unless both were named.
+    fn hash(&self) -> u64 {
+        match (self.old, self.new) {
+            (Some(a), Some(b)) => canon::hash64(a.as_bytes()) ^ canon::hash64(b.as_bytes()),
+            _ => 0,
+        }
     }
+}
+
+/// `H(old) ^ H(new)` of the text one edit of a multi-edit replaces and its replacement.
+fn replacement(map: &serde_json::Map<String, Value>) -> u64 {
+    let mut r = Replacement::default();
+    for (k, v) in map {
+        r.note(k, v);
+    }
+    r.hash()
 }

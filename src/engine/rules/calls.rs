@@ -85,24 +85,22 @@ pub fn arg_shape(tool: &str, canonical_args: &str, sig: u64) -> u64 {
     let Some(first) = bytes.iter().position(u8::is_ascii_digit) else {
         return sig;
     };
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(tool.as_bytes());
-    h.update(b"\0");
-    let (mut start, mut i) = (0, first);
-    while i < bytes.len() {
-        if bytes[i].is_ascii_digit() {
-            h.update(&bytes[start..i]);
-            h.update(b"#");
-            while i < bytes.len() && bytes[i].is_ascii_digit() {
-                i += 1;
-            }
-            start = i;
-        } else {
-            i += 1;
-        }
+    // The folded text hashed at once (one pass of xxh3, the same value as fed piecewise).
+    let mut folded = Vec::with_capacity(tool.len() + 1 + bytes.len());
+    folded.extend_from_slice(tool.as_bytes());
+    folded.push(0);
+    // Each stretch without digits as it is, each run of digits as one `#`.
+    let mut rest = bytes;
+    let mut at = Some(first);
+    while let Some(i) = at {
+        folded.extend_from_slice(&rest[..i]);
+        folded.push(b'#');
+        let digits = rest[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        rest = &rest[i + digits..];
+        at = rest.iter().position(u8::is_ascii_digit);
     }
-    h.update(&bytes[start..]);
-    h.digest()
+    folded.extend_from_slice(rest);
+    canon::hash64(&folded)
 }
 
 /// Fields added to the state later: what a checkpoint written before them restores to.
@@ -128,7 +126,8 @@ impl CallRecord {
             sig
         };
         let args_chars = text.chars().count();
-        let command = shell_command(tool, args, p);
+        let is_shell = p.is_shell(tool);
+        let command = shell_command(args, is_shell, p);
         let mut identity = canon::identity_fingerprint(args, &p.identity_keys);
         let targets = command.as_ref().map(shell::Command::identity);
         if let Some(targets) = targets.filter(|t| !t.is_empty()) {
@@ -136,10 +135,9 @@ impl CallRecord {
             key.extend_from_slice(targets.as_bytes());
             identity = canon::hash64(&key) | 1;
         }
-        let is_shell = p.is_shell(tool);
         let named_mutation = writes_by_name(tool, p)
             || (!is_shell && subcommand(args).is_some_and(|c| writes_by_name(c, p)));
-        let swap = swap_edit(tool, args, p);
+        let swap = swap_edit(args, is_shell);
         let restores = if is_shell {
             command.as_ref().is_some_and(|c| c.restores)
         } else {
@@ -171,7 +169,7 @@ impl CallRecord {
             },
             answered: false,
             digest: (!is_shell).then(|| ArgDigest::of(args, &text, &values)),
-            whole_write: whole_write(tool, args, command.as_ref(), named_mutation, p),
+            whole_write: whole_write(args, command.as_ref(), named_mutation, is_shell),
             shape: arg_shape(tool, &text, sig),
             swap,
         }
@@ -556,6 +554,22 @@ pub fn polling_with_progress<'a>(matches: impl DoubleEndedIterator<Item = &'a Ca
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arg_shape_folds_each_run_of_digits() {
+        let shape = |args: &str| arg_shape("act", args, 7);
+        assert_eq!(
+            shape("take knife 6 from countertop 1"),
+            shape("take knife 17 from countertop 2")
+        );
+        assert_ne!(
+            shape("take knife 6 from countertop 1"),
+            shape("go to shelf 1")
+        );
+        assert_eq!(shape("no digits here"), 7, "without digits: the signature");
+        // The value of the tool, a NUL and the folded text hashed as one.
+        assert_eq!(shape("x12y3"), canon::hash64(b"act\0x#y#"));
+    }
 
     #[test]
     fn a_field_text_is_the_head_of_key_and_value() {

@@ -137,12 +137,10 @@ impl Cycle {
         if n < period * repeats {
             return false;
         }
-        let tail: Vec<u64> = self
-            .seq
-            .range(n - period * repeats..)
-            .map(|(s, _)| *s)
-            .collect();
-        let periodic = |d: usize| (d..tail.len()).all(|i| tail[i] == tail[i - d]);
+        // Compared in place, newest first: most sequences differ at once.
+        let start = n - period * repeats;
+        let sig = |i: usize| self.seq[start + i].0;
+        let periodic = |d: usize| (d..period * repeats).rev().all(|i| sig(i) == sig(i - d));
         periodic(period) && !(1..period).any(|d| period % d == 0 && periodic(d))
     }
 }

@@ -45,8 +45,14 @@ impl ArgDigest {
     /// `values` (`canon::canonical_with_values`).
     pub fn of(args: &Value, text: &str, values: &[Range<usize>]) -> Self {
         let mut digest = ArgDigest::default();
-        let field = |key: &str, at: &Range<usize>| {
-            hash64(format!("{key}\0{}", &text[at.clone()]).as_bytes())
+        // `key`, a NUL and the value's canonical text, hashed as one.
+        let mut keyed = Vec::new();
+        let mut field = |key: &str, at: &Range<usize>| {
+            keyed.clear();
+            keyed.extend_from_slice(key.as_bytes());
+            keyed.push(0);
+            keyed.extend_from_slice(text[at.clone()].as_bytes());
+            hash64(&keyed)
         };
         match args {
             Value::Object(map) => {
@@ -197,7 +203,11 @@ impl<'a> Failed<'a> {
             };
         };
         let shape = digest.map_or_else(|| error.to_string(), |d| d.shape(error));
-        let key = hash64(format!("{tool}\0{shape}").as_bytes());
+        let mut keyed = Vec::with_capacity(tool.len() + 1 + shape.len());
+        keyed.extend_from_slice(tool.as_bytes());
+        keyed.push(0);
+        keyed.extend_from_slice(shape.as_bytes());
+        let key = hash64(&keyed);
         Failed {
             tool,
             sig,
