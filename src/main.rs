@@ -157,6 +157,14 @@ enum TopicsCommand {
         #[command(flatten)]
         args: loopguard::cli::topics::CreateArgs,
     },
+    /// Print the least-privilege ACLs of the guard, runtimes, operator and dead-letter
+    /// reader for this configuration's topics (a table, or `kafka-acls` commands).
+    Acls {
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+        #[command(flatten)]
+        args: loopguard::cli::acls::AclArgs,
+    },
 }
 
 fn load_config(path: Option<&str>) -> Result<Config, ExitCode> {
@@ -271,6 +279,24 @@ fn main() -> ExitCode {
                 }
                 Ok(())
             })
+        }
+        Command::Topics(TopicsCommand::Acls { config, args }) => {
+            let cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let acls = loopguard::cli::acls::plan(&cfg, &args)
+                .and_then(|acls| loopguard::cli::acls::render(&acls, &args.format));
+            match acls {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("loopguard: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
         Command::CheckConfig { file } => match load_config(Some(&file)) {
             Ok(_) => {

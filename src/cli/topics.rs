@@ -34,6 +34,8 @@ pub enum TopicsError {
         found: usize,
         expected: usize,
     },
+    #[error("--tenant `{0}`: no topic for it: set kafka.verdicts_topic_template (e.g. \"agent-verdicts.{{tenant}}\"), and name tenants with ASCII letters, digits, `.`, `_` or `-`")]
+    Tenant(String),
     #[error("topic `{0}` was created but the broker does not list it after 30 s")]
     NotVisible(String),
 }
@@ -69,6 +71,10 @@ pub struct CreateArgs {
     /// Retention of `agent-events-dlq`: time for an operator to look.
     #[arg(long, default_value_t = 336)]
     pub dlq_retention_hours: u64,
+    /// A tenant whose verdicts topic (`kafka.verdicts_topic_template`) to create too,
+    /// partitioned like the events topic; repeat for each tenant.
+    #[arg(long)]
+    pub tenant: Vec<String>,
     /// Broker list; overrides `kafka.bootstrap_servers` of the configuration.
     #[arg(long)]
     pub bootstrap_servers: Option<String>,
@@ -97,7 +103,20 @@ pub fn plan(cfg: &Config, args: &CreateArgs) -> Result<Vec<TopicSpec>, TopicsErr
         c
     };
     let k = &cfg.kafka;
-    Ok(vec![
+    let mut tenants = Vec::new();
+    for t in &args.tenant {
+        let topic = k
+            .verdicts_topic_for(Some(t))
+            .filter(|_| !k.verdicts_topic_template.is_empty())
+            .ok_or_else(|| TopicsError::Tenant(t.clone()))?;
+        tenants.push(TopicSpec {
+            name: topic,
+            partitions: args.partitions,
+            aligned: true,
+            configs: isr(vec![("retention.ms", ms(args.verdicts_retention_hours))]),
+        });
+    }
+    let mut specs = vec![
         TopicSpec {
             name: k.events_topic.clone(),
             partitions: args.partitions,
@@ -138,7 +157,9 @@ pub fn plan(cfg: &Config, args: &CreateArgs) -> Result<Vec<TopicSpec>, TopicsErr
             aligned: false,
             configs: isr(vec![("cleanup.policy", "compact".into())]),
         },
-    ])
+    ];
+    specs.extend(tenants);
+    Ok(specs)
 }
 
 /// What happened to one topic.

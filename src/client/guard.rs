@@ -253,7 +253,9 @@ impl Guard {
             Ok(Answer::FailOpen(FailOpen { reason, detail }))
         };
         match tokio::time::timeout_at(until, delivery).await {
-            Ok(Ok(Ok((partition, offset)))) => {
+            Ok(Ok(Ok(rdkafka::producer::future_producer::Delivery {
+                partition, offset, ..
+            }))) => {
                 self.shared
                     .pending
                     .lock()

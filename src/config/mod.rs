@@ -37,6 +37,11 @@ pub struct KafkaConfig {
     pub group_id: String,
     pub events_topic: String,
     pub verdicts_topic: String,
+    /// Tenant isolation (off when empty): the verdicts and markers of an event with tenant
+    /// `T` go to this topic with `{tenant}` replaced by `T` (`agent-verdicts.{tenant}`),
+    /// so each tenant's runtimes are granted Read on their own topic only; events without
+    /// tenant keep `verdicts_topic` (docs/operations.md, "Tenant isolation").
+    pub verdicts_topic_template: String,
     pub dlq_topic: String,
     pub state_topic: String,
     /// The live policy (one partition, compacted): `loopguard policy publish` writes it,
@@ -129,6 +134,37 @@ pub struct Config {
     pub policy: PolicySet,
     /// The policy table as given (for `loopguard rules`).
     pub policy_raw: Value,
+}
+
+/// What `kafka.verdicts_topic_template` replaces with an event's tenant.
+pub const TENANT: &str = "{tenant}";
+
+/// Longest Kafka topic name.
+const MAX_TOPIC: usize = 249;
+
+impl KafkaConfig {
+    /// The topic that takes the verdicts and markers of events of `tenant`: its own with a
+    /// template, else `verdicts_topic`. `None` when the tenant cannot be part of a topic
+    /// name (Kafka allows ASCII letters, digits, `.`, `_` and `-`, 249 at most).
+    pub fn verdicts_topic_for(&self, tenant: Option<&str>) -> Option<String> {
+        match tenant {
+            Some(t) if !self.verdicts_topic_template.is_empty() => {
+                let ok = !t.is_empty()
+                    && t.bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
+                let topic = self.verdicts_topic_template.replace(TENANT, t);
+                (ok && topic.len() <= MAX_TOPIC).then_some(topic)
+            }
+            _ => Some(self.verdicts_topic.clone()),
+        }
+    }
+
+    /// What every tenant's verdicts topic starts with (for prefixed ACLs), with a template.
+    pub fn tenant_topic_prefix(&self) -> Option<String> {
+        self.verdicts_topic_template
+            .split_once(TENANT)
+            .map(|(prefix, _)| prefix.to_string())
+    }
 }
 
 impl Config {
@@ -363,6 +399,12 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
         }
         if k.group_id.is_empty() {
             problems.push("[kafka]: group_id must not be empty".into());
+        }
+        let t = &k.verdicts_topic_template;
+        if !t.is_empty() && (t.matches(TENANT).count() != 1 || t.starts_with(TENANT)) {
+            problems.push(format!(
+                "[kafka]: verdicts_topic_template `{t}` must hold `{TENANT}` once, after a prefix (e.g. \"agent-verdicts.{TENANT}\")"
+            ));
         }
         let min = crate::service::dlq::MIN_LIMIT;
         if k.dlq_max_bytes < min {

@@ -42,6 +42,11 @@ pub struct EdgeArgs {
     /// Read verdicts as soon as the guard writes them, not only once committed.
     #[arg(long)]
     pub read_uncommitted: bool,
+    /// The tenant whose agents this edge serves: with tenant isolation
+    /// (`kafka.verdicts_topic_template`) it reads that tenant's verdicts topic only, the one
+    /// its principal may read. Events for other tenants get no verdicts here (fail open).
+    #[arg(long, env = "LOOPGUARD_EDGE_TENANT")]
+    pub tenant: Option<String>,
 }
 
 /// What every request handler shares.
@@ -53,18 +58,25 @@ pub struct Edge {
 }
 
 /// The edge's settings from its flags and the configuration.
-pub fn settings(args: &EdgeArgs, cfg: &Config) -> GuardSettings {
+pub fn settings(args: &EdgeArgs, cfg: &Config) -> anyhow::Result<GuardSettings> {
     let mut s = GuardSettings::from_config(cfg);
     if let Some(b) = &args.bootstrap_servers {
         s.bootstrap_servers.clone_from(b);
     }
     s.read_uncommitted = args.read_uncommitted;
-    s
+    if let Some(t) = &args.tenant {
+        s.verdicts_topic = cfg.kafka.verdicts_topic_for(Some(t)).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--tenant `{t}` cannot name a topic (ASCII letters, digits, `.`, `_`, `-`)"
+            )
+        })?;
+    }
+    Ok(s)
 }
 
 /// Connects to the broker, then serves until SIGINT or SIGTERM.
 pub async fn run(args: EdgeArgs, cfg: Config) -> anyhow::Result<()> {
-    let settings = settings(&args, &cfg);
+    let settings = settings(&args, &cfg)?;
     if settings.bootstrap_servers.is_empty() {
         anyhow::bail!(
             "the edge needs a broker: --bootstrap-servers or kafka.bootstrap_servers (`loopguard demo` serves one at 127.0.0.1:9192)"

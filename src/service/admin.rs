@@ -41,6 +41,8 @@ pub struct Shared {
     pub debug_token: Option<String>,
     /// The live policy: the latest version, and what each thread and partition applies.
     pub policy: super::policy_feed::PolicyFeed,
+    /// What the broker refuses this guard, while it does (`access`): unready until granted.
+    pub access_denied: std::sync::Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -54,6 +56,7 @@ impl Shared {
             pending_joins: AtomicUsize::new(1),
             debug_token: (!debug_token.is_empty()).then(|| debug_token.to_string()),
             policy: Default::default(),
+            access_denied: Default::default(),
         })
     }
 
@@ -173,6 +176,13 @@ async fn readyz(State(s): State<Arc<Shared>>) -> Response {
     if s.is_ready() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
+        if let Some(denied) = s.access_denied.lock().ok().and_then(|d| d.clone()) {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {denied}\n"),
+            )
+                .into_response();
+        }
         let count = |status| s.partitions.iter().filter(|p| *p.value() == status).count();
         (
             StatusCode::SERVICE_UNAVAILABLE,

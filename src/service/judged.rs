@@ -6,6 +6,7 @@
 
 use rdkafka::message::{Header, OwnedHeaders};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The header that tells a marker from a verdict without decoding the value.
 pub const KIND_HEADER: &str = "loopguard-kind";
@@ -55,22 +56,31 @@ pub struct Judged {
     through: Option<i64>,
     /// The `through_offset` of the last marker written.
     marked: Option<i64>,
+    /// The verdicts topics whose events were judged since the last marker: each gets the
+    /// next one (one topic unless tenants have their own, `tenant_topics`).
+    owed: Vec<Arc<str>>,
 }
 
 impl Judged {
-    /// Notes the event at `offset` judged (verdicts written, or dead-lettered).
-    pub fn judged(&mut self, offset: i64) {
+    /// Notes the event at `offset` judged (verdicts written, or dead-lettered); `topic`
+    /// takes its verdicts and so its marker.
+    pub fn judged(&mut self, offset: i64, topic: &Arc<str>) {
         self.through = Some(self.through.map_or(offset + 1, |t| t.max(offset + 1)));
+        if !self.owed.iter().any(|t| t == topic) {
+            self.owed.push(topic.clone());
+        }
     }
 
-    /// The `through_offset` of the marker to write now, if one is owed; noted as written.
-    pub fn take_due(&mut self) -> Option<i64> {
+    /// The `through_offset` of the marker to write now and the topics that owe it, if one
+    /// is owed; noted as written.
+    pub fn take_due(&mut self) -> Option<(i64, Vec<Arc<str>>)> {
+        let owed = std::mem::take(&mut self.owed);
         let through = self.through?;
         if self.marked.is_some_and(|m| m >= through) {
             return None;
         }
         self.marked = Some(through);
-        Some(through)
+        Some((through, owed))
     }
 }
 
@@ -78,25 +88,51 @@ impl Judged {
 mod tests {
     use super::*;
 
+    fn due(j: &mut Judged) -> Option<(i64, Vec<String>)> {
+        j.take_due()
+            .map(|(t, topics)| (t, topics.iter().map(|t| t.to_string()).collect()))
+    }
+
     #[test]
     fn a_marker_covers_every_judged_event_once() {
+        let v: Arc<str> = Arc::from("agent-verdicts");
         let mut j = Judged::default();
         assert_eq!(j.take_due(), None);
-        j.judged(7);
-        j.judged(8);
-        assert_eq!(j.take_due(), Some(9));
+        j.judged(7, &v);
+        j.judged(8, &v);
+        assert_eq!(due(&mut j), Some((9, vec!["agent-verdicts".into()])));
         assert_eq!(j.take_due(), None, "nothing new judged: no second marker");
-        j.judged(9);
-        assert_eq!(j.take_due(), Some(10));
+        j.judged(9, &v);
+        assert_eq!(due(&mut j), Some((10, vec!["agent-verdicts".into()])));
+    }
+
+    #[test]
+    fn each_topic_with_judged_events_gets_the_marker() {
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("v.acme"), Arc::from("v.beta"));
+        let mut j = Judged::default();
+        j.judged(1, &a);
+        j.judged(2, &b);
+        j.judged(3, &a);
+        assert_eq!(
+            due(&mut j),
+            Some((4, vec!["v.acme".into(), "v.beta".into()]))
+        );
+        j.judged(4, &b);
+        assert_eq!(
+            due(&mut j),
+            Some((5, vec!["v.beta".into()])),
+            "acme has nothing new"
+        );
     }
 
     #[test]
     fn markers_never_go_back() {
+        let v: Arc<str> = Arc::from("agent-verdicts");
         let mut j = Judged::default();
-        j.judged(20);
-        assert_eq!(j.take_due(), Some(21));
+        j.judged(20, &v);
+        assert_eq!(due(&mut j), Some((21, vec!["agent-verdicts".into()])));
         // A record processed alone again after a retry lies below the last marker.
-        j.judged(15);
+        j.judged(15, &v);
         assert_eq!(j.take_due(), None);
     }
 

@@ -21,6 +21,8 @@ pub enum KafkaSetupError {
         setting: &'static str,
         why: String,
     },
+    #[error(transparent)]
+    Denied(super::access::Denied),
     #[error("topic `{0}` does not exist: create the guard's topics with `loopguard topics create --partitions N` (same configuration)")]
     MissingTopic(String),
     #[error("topic `{topic}` has {found} partitions; it must match the events topic's {expected}")]
@@ -124,7 +126,8 @@ fn connect(server: &str) -> Result<(), String> {
     Err(last)
 }
 
-fn base(cfg: &Config) -> ClientConfig {
+/// The broker and the configuration's `kafka.properties`, for the clients that add their own settings.
+pub fn base_config(cfg: &Config) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
     for (k, v) in cfg.kafka_properties() {
@@ -136,7 +139,7 @@ fn base(cfg: &Config) -> ClientConfig {
 /// The reader of the policy topic: no group (assigned its one partition, from the start),
 /// committed records only.
 pub fn policy_reader_config(cfg: &Config) -> ClientConfig {
-    let mut c = base(cfg);
+    let mut c = base_config(cfg);
     c.set("group.id", format!("{}-policy-reader", cfg.kafka.group_id))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -182,7 +185,7 @@ pub fn consumer_config(cfg: &Config) -> ClientConfig {
 
 /// The producer of verdicts, state and dead letters.
 pub fn producer_config(cfg: &Config, instance: &str) -> ClientConfig {
-    let mut c = base(cfg);
+    let mut c = base_config(cfg);
     c.set("enable.idempotence", "true")
         .set("linger.ms", "1")
         .set("compression.type", "lz4")
@@ -207,7 +210,7 @@ pub fn producer_config(cfg: &Config, instance: &str) -> ClientConfig {
 
 /// A group-less reader of the state topic (read_committed, reports partition ends).
 pub fn state_reader_config(cfg: &Config) -> ClientConfig {
-    let mut c = base(cfg);
+    let mut c = base_config(cfg);
     c.set("group.id", format!("{}-state-reader", cfg.kafka.group_id))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
@@ -234,6 +237,18 @@ pub fn partition_count(
     topic: &str,
 ) -> Result<Option<usize>, KafkaSetupError> {
     let md = client.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    let refused = md
+        .topics()
+        .first()
+        .and_then(|t| t.error())
+        .map(rdkafka::types::RDKafkaErrorCode::from)
+        == Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed);
+    if refused {
+        return Err(KafkaSetupError::Denied(super::access::Denied {
+            resource: format!("Topic:{topic}"),
+            operation: "Describe",
+        }));
+    }
     Ok(md
         .topics()
         .first()
@@ -257,8 +272,8 @@ pub async fn ensure_topics(
                 why: format!("the check did not finish: {e}"),
             })
         })?;
-    let probe: BaseConsumer = base(cfg).create()?;
-    let admin: AdminClient<DefaultClientContext> = base(cfg).create()?;
+    let probe: BaseConsumer = base_config(cfg).create()?;
+    let admin: AdminClient<DefaultClientContext> = base_config(cfg).create()?;
     let k = &cfg.kafka;
     let named =
         |e: KafkaSetupError| e.naming(&cfg.kafka.bootstrap_servers, "kafka.bootstrap_servers");

@@ -40,6 +40,9 @@ pub struct Metrics {
     pub events_ahead_of_clock: IntCounter,
     pub transactions: IntCounterVec,
     pub ready: IntGauge,
+    /// 1 for each resource and operation the broker refuses this guard (the start-up
+    /// check, `access`); 0 once granted.
+    pub access_denied: IntGaugeVec,
     /// What loops cost (`loop_metrics`).
     pub loop_cost: LoopCostMetrics,
     /// Published policy versions, by outcome (applied, refused).
@@ -220,6 +223,11 @@ impl Metrics {
             },
             transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
             ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
+            access_denied: {
+                let g = IntGaugeVec::new(Opts::new("loopguard_kafka_access_denied", "1 for each resource and operation the broker refuses this guard's principal (checked at start until granted)."), &["resource", "operation"])?;
+                r.register(Box::new(g.clone()))?;
+                g
+            },
             loop_cost,
             policy_updates: counter(r, "loopguard_policy_updates_total", "Policy versions read from the policy topic, by outcome: applied, or refused whole (invalid; the version in force stays).", &["outcome"])?,
             policy_info: {

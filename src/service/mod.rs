@@ -2,6 +2,7 @@
 //! telemetry -> topics -> stream threads + admin HTTP -> run until SIGTERM/SIGINT ->
 //! commit in-flight work -> exit.
 
+pub mod access;
 pub mod admin;
 pub mod committer;
 pub mod dlq;
@@ -18,6 +19,7 @@ pub mod policy_record;
 pub mod rebalance;
 pub mod retry;
 pub mod state;
+pub mod tenant_topics;
 pub mod txn;
 pub mod worker;
 
@@ -264,17 +266,71 @@ fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyh
     Ok(())
 }
 
+/// How often a guard refused by the broker asks again.
+const ACCESS_RECHECK: Duration = Duration::from_secs(10);
+
+/// Checks the topics and what the broker lets this guard do (`access`) until both pass:
+/// while an ACL is missing the guard stays up and unready, names the refused resource and
+/// operation (log, `/readyz`, `loopguard_kafka_access_denied`) and asks again every
+/// `ACCESS_RECHECK`, so granting it is enough; no crash loop. Other errors are returned.
+async fn wait_for_access(cfg: &Config, shared: &Arc<Shared>) -> anyhow::Result<()> {
+    let gauge = &shared.metrics.access_denied;
+    let mut said: Option<String> = None;
+    let servers = cfg.kafka.bootstrap_servers.clone();
+    tokio::task::spawn_blocking(move || kafka::reachable(&servers, "kafka.bootstrap_servers"))
+        .await??;
+    loop {
+        let c = cfg.clone();
+        let instance = instance_id();
+        let refused =
+            match tokio::task::spawn_blocking(move || access::check(&c, &instance)).await? {
+                Err(access::AccessError::Denied(d)) => Some(d),
+                Err(e) => return Err(e.into()),
+                Ok(()) => match kafka::ensure_topics(cfg, None).await {
+                    Err(kafka::KafkaSetupError::Denied(d)) => Some(vec![d]),
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => None,
+                },
+            };
+        gauge.reset();
+        let Some(refused) = refused else {
+            *shared
+                .access_denied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+            if said.is_some() {
+                tracing::info!("the broker now grants every operation the guard needs");
+            }
+            return Ok(());
+        };
+        for d in &refused {
+            gauge.with_label_values(&[&d.resource, d.operation]).set(1);
+        }
+        let text = refused
+            .iter()
+            .map(|d| format!("{} on {}", d.operation, d.resource))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if said.as_deref() != Some(text.as_str()) {
+            for d in &refused {
+                tracing::error!(resource = %d.resource, operation = d.operation, "{d}");
+            }
+            tracing::error!(refused = %text, "not starting until granted; asking again every {}s", ACCESS_RECHECK.as_secs());
+        }
+        *shared
+            .access_denied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(format!(
+            "the broker refuses {text} (docs/operations.md, ACLs)"
+        ));
+        said = Some(text);
+        tokio::time::sleep(ACCESS_RECHECK).await;
+    }
+}
+
 /// `loopguard serve`: embedded broker when no bootstrap servers, admin HTTP, the consumer
 /// thread, signals. Returns when stopped.
 pub async fn serve(mut cfg: Config, registry: prometheus::Registry) -> anyhow::Result<()> {
-    let _embedded = if cfg.kafka.bootstrap_servers.is_empty() {
-        let cluster = embedded::EmbeddedKafka::start(&cfg)?;
-        cfg.kafka.bootstrap_servers = cluster.bootstrap_servers();
-        Some(cluster)
-    } else {
-        kafka::ensure_topics(&cfg, None).await?;
-        None
-    };
     let metrics = metrics::Metrics::new(registry, &cfg.metrics)?;
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
     let listener = admin::bind(cfg.admin.listen).await?;
@@ -285,6 +341,21 @@ pub async fn serve(mut cfg: Config, registry: prometheus::Registry) -> anyhow::R
             tracing::error!(error = %e, "admin server stopped");
         }
     });
+    let _embedded = if cfg.kafka.bootstrap_servers.is_empty() {
+        let cluster = embedded::EmbeddedKafka::start(&cfg)?;
+        cfg.kafka.bootstrap_servers = cluster.bootstrap_servers();
+        Some(cluster)
+    } else {
+        let granted = tokio::select! {
+            _ = shutdown_signal() => false,
+            r = wait_for_access(&cfg, &shared) => { r?; true }
+        };
+        if !granted {
+            tracing::info!("signal received before the broker granted access: exiting");
+            return Ok(());
+        }
+        None
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let cfg = Arc::new(cfg);
     let mut consumer = {

@@ -63,6 +63,8 @@ pub struct Worker {
     live: Arc<super::policy_feed::LivePolicy>,
     /// The thread's name, for the admin view of the policy in force.
     thread: String,
+    /// Where each tenant's verdicts go (`tenant_topics`).
+    topics: super::tenant_topics::VerdictTopics,
 }
 
 impl Worker {
@@ -96,6 +98,7 @@ impl Worker {
             retries: Retries::new(cfg.kafka.max_record_retries.get()),
             dlq_limit: cfg.dlq_limit(),
             live,
+            topics: super::tenant_topics::VerdictTopics::new(&cfg.kafka),
             thread: std::thread::current()
                 .name()
                 .unwrap_or("stream")
@@ -173,6 +176,25 @@ impl Worker {
         let given_up = self.retries.take_given_up(partition, msg.offset());
         let decoded = read_event(msg.key(), msg.payload());
         let judged = !given_up && decoded.is_ok();
+        // Where this event's verdicts and marker go; an event whose tenant has no topic
+        // is judged all the same and dead-lettered with the reason (`tenant_topics`).
+        let mut topic = self.topics.plain().clone();
+        if let (false, Ok(event)) = (given_up, &decoded) {
+            let producer = self.producer.producer();
+            let routed = self.topics.for_tenant(
+                &self.cfg.kafka,
+                event.meta.tenant.as_deref(),
+                Instant::now(),
+                |name| topic_writable(producer, name),
+            );
+            match routed {
+                Ok(t) => topic = t,
+                Err(rejected) => {
+                    m.dead_letter.with_label_values(&[rejected.reason]).inc();
+                    self.dead_letter(msg, &rejected)?;
+                }
+            }
+        }
         match decoded {
             _ if given_up => {
                 m.dead_letter.with_label_values(&["retry_limit"]).inc();
@@ -231,6 +253,7 @@ impl Worker {
                         .observe(((now_ms - event_ms).max(0) as f64) / 1000.0);
                     self.held.push(markers::Held {
                         partition,
+                        topic: topic.clone(),
                         key: std::mem::take(&mut v.session_id),
                         payload,
                     });
@@ -247,7 +270,7 @@ impl Worker {
         if let Some(part) = self.parts.get_mut(&partition) {
             part.processed(msg.offset());
             // Judged, whatever became of it: its marker says so (docs/contract.md).
-            part.judged.judged(msg.offset());
+            part.judged.judged(msg.offset(), &topic);
             self.markers_owed_since.get_or_insert(self.now);
         }
         self.batch_events += 1;
@@ -336,4 +359,22 @@ fn system_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Whether the broker lists `topic` for this producer: `Err` says why not (missing, or
+/// refused to this principal).
+fn topic_writable(producer: &super::txn::GuardProducer, topic: &str) -> Result<(), String> {
+    use rdkafka::producer::Producer;
+    let md = producer
+        .client()
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .map_err(|e| format!("no metadata: {e}"))?;
+    match md.topics().first() {
+        Some(t) if t.error().is_none() && !t.partitions().is_empty() => Ok(()),
+        Some(t) => Err(match t.error() {
+            Some(e) => rdkafka::types::RDKafkaErrorCode::from(e).to_string(),
+            None => "no partitions".into(),
+        }),
+        None => Err("not listed by the broker".into()),
+    }
 }

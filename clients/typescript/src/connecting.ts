@@ -6,6 +6,7 @@
  * sessions publish (guard.ts).
  */
 import type { Kafka } from "kafkajs";
+import { authorizationFailed } from "./kafka_log.js";
 
 export class GuardError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -14,8 +15,31 @@ export class GuardError extends Error {
   }
 }
 
-/** The broker answered, and the guard's topics are missing or differ in partition count. */
+/** The broker answered, and the guard's topics are missing or differ in partition count,
+ * or (`Refused`) this client may not use them. */
 export class Misconfigured extends GuardError {}
+
+/** The broker refused this client's principal `operation` (Read or Write) on `topic`. */
+export class Refused extends Misconfigured {
+  constructor(
+    brokers: string,
+    readonly topic: string,
+    role: "events" | "verdicts",
+    readonly operation: "Read" | "Write",
+    how: { describe?: boolean; code?: string; cause?: unknown } = {},
+  ) {
+    const code = how.code ?? "TOPIC_AUTHORIZATION_FAILED";
+    const detail = how.describe
+      ? `${code} on Describe, which ${operation} includes; or the topic does not exist: Kafka does not tell a principal without Describe which`
+      : code === "CLUSTER_AUTHORIZATION_FAILED"
+        ? `${code}: an idempotent producer needs Write on a topic or IdempotentWrite on the cluster`
+        : code;
+    super(
+      `Kafka at ${brokers} refused this client ${operation} on the ${role} topic \`${topic}\` (${detail}); tool calls run unguarded (fail-open) until its principal is granted ${operation} on \`${topic}\``,
+      { cause: how.cause },
+    );
+  }
+}
 
 /** A broker that did not answer is asked again after this, doubling up to the max. */
 export const UNREACHABLE_PAUSE_MS = 200;
@@ -39,9 +63,20 @@ export async function startOffsets(kafka: Kafka, t: Topics): Promise<{ start: Ma
   try {
     await admin.connect();
     const topics = await admin.listTopics();
-    for (const name of [t.eventsTopic, t.verdictsTopic])
-      if (!topics.includes(name))
+    for (const [name, role, operation] of [
+      [t.eventsTopic, "events", "Write"],
+      [t.verdictsTopic, "verdicts", "Read"],
+    ] as const)
+      if (!topics.includes(name)) {
+        // Not listed: a broker with ACLs lists only the topics the principal may Describe.
+        // Asked by name, it says which.
+        const refused = await admin.fetchTopicMetadata({ topics: [name] }).then(
+          () => undefined,
+          (e: unknown) => (authorizationFailed(e) === "TOPIC_AUTHORIZATION_FAILED" ? e : undefined),
+        );
+        if (refused !== undefined) throw new Refused(t.brokers, name, role, operation, { describe: true, cause: refused });
         throw new Misconfigured(`topic \`${name}\` does not exist on ${t.brokers}: create the guard's topics with \`loopguard topics create --partitions N\``);
+      }
     const { topics: md } = await admin.fetchTopicMetadata({ topics: [t.eventsTopic, t.verdictsTopic] });
     const partitions = md.find((x) => x.name === t.eventsTopic)?.partitions.length ?? 0;
     const verdictPartitions = md.find((x) => x.name === t.verdictsTopic)?.partitions.length ?? 0;

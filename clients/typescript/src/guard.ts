@@ -8,16 +8,18 @@
  */
 import { randomUUID } from "node:crypto";
 import kafkajs from "kafkajs";
-import type { EachMessagePayload, Kafka, KafkaConfig, Producer } from "kafkajs";
+import type { EachMessagePayload, Kafka, KafkaConfig, Producer, SASLOptions } from "kafkajs";
+import type { ConnectionOptions } from "node:tls";
 import { registerLz4 } from "./lz4.js";
-import { Reachability, libraryLog, type Logger } from "./kafka_log.js";
+import { Reachability, authorizationFailed, libraryLog, type Logger } from "./kafka_log.js";
 import { partitionFor } from "./partitioner.js";
 import { noDelaySocketFactory } from "./socket.js";
 import { VerdictReader } from "./reader.js";
 import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.js";
 import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
 import { checkEvent } from "./validate.js";
-import { GuardError, Misconfigured, connectLoop, startOffsets, type Topics } from "./connecting.js";
+import { GuardError, Misconfigured, Refused, connectLoop, startOffsets, type Topics } from "./connecting.js";
+import { Scrubber, checkSessionTenant, redacted, verdictsTopicFor } from "./settings.js";
 
 export { GuardError } from "./connecting.js";
 
@@ -27,6 +29,9 @@ export type VerdictCallback = (v: Verdict) => void;
 export interface GuardOptions {
   brokers: string[];
   eventsTopic?: string;
+  /** May name a topic per tenant, `agent-verdicts.{tenant}` (the guard's
+   * `kafka.verdicts_topic_template`): `{tenant}` is replaced by `tenant`, which is then
+   * required, and every session's tenant must be it (settings.ts). */
   verdictsTopic?: string;
   /** Copied onto every event: they select policy overrides and label the guard's metrics. */
   tenant?: string;
@@ -38,7 +43,13 @@ export interface GuardOptions {
   toolCallDeadlineMs?: number;
   /** false (default): only verdicts of committed transactions (the guard's exactly-once). */
   readUncommitted?: boolean;
-  /** Extra kafkajs client settings (ssl, sasl, clientId, ...). */
+  /** TLS: `true`, or Node's TLS options, e.g. `{ ca: [readFileSync("ca.pem", "utf8")] }`. */
+  ssl?: boolean | ConnectionOptions;
+  /** SASL, e.g. `{ mechanism: "scram-sha-512", username, password }`. Never logged nor put
+   * in an error's text; `guard.options` holds it redacted. */
+  sasl?: SASLOptions;
+  /** Extra kafkajs client settings (clientId, retry, ...; `ssl` and `sasl` above win over
+   * the same keys here). Secrets in it are never logged either. */
   kafka?: Omit<KafkaConfig, "brokers">;
   /** Called with (where, error) for every background problem; also counted. */
   onError?: ErrorCallback;
@@ -106,14 +117,25 @@ export class Guard {
   private wakeLoop: (() => void) | undefined;
   private connecting: Promise<void> = Promise.resolve();
 
+  /** Operations the broker refused this client after it connected ("read" on the verdicts
+   * topic, "write" on the events topic): each said once; tool calls run unguarded (fail-open
+   * at once) until the operation succeeds again. */
+  private readonly refused = new Map<"read" | "write", Refused>();
+  /** Tool calls waiting now: each runs at once (null) when Read is refused. */
+  private readonly onRefusal = new Set<() => void>();
+
   private constructor(
+    /** The settings, secrets redacted. */
     readonly options: Resolved,
+    /** The topic this guard reads its verdicts from (`verdictsTopic` with its tenant). */
+    readonly verdictsTopic: string,
     private readonly kafka: Kafka,
     /** The same settings, no retries: connecting's first question (connecting.ts). */
     private readonly probe: Kafka,
     private readonly producer: Producer,
     /** The broker's state as this process sees it (kafka_log.ts). */
     private readonly reach: Reachability,
+    private readonly scrub: Scrubber,
   ) {
     this.connected$ = new Promise((r) => (this.markConnected = r));
     this.firstAnswer = new Promise((r) => (this.answered = r));
@@ -136,12 +158,19 @@ export class Guard {
       backlogCapacity: 10_000,
       ...options,
     };
-    const reach = new Reachability(o.brokers.join(","), o.logger);
+    // The topic verdicts are read from (the template with its tenant): a ConfigError here,
+    // before anything connects.
+    const verdictsTopic = verdictsTopicFor(o.verdictsTopic, o.tenant);
+    // Every line and error text this client says goes through it (settings.ts).
+    const scrub = new Scrubber(o.sasl, o.ssl, o.kafka);
+    const reach = new Reachability(o.brokers.join(","), o.logger, scrub);
     const settings: KafkaConfig = {
       clientId: "loopguard-client",
       socketFactory: noDelaySocketFactory,
-      ...libraryLog(o.logger, reach),
+      ...libraryLog(o.logger, reach, scrub),
       ...o.kafka,
+      ...(o.ssl !== undefined ? { ssl: o.ssl } : {}),
+      ...(o.sasl !== undefined ? { sasl: o.sasl } : {}),
       brokers: o.brokers,
     };
     const kafka = new kafkajs.Kafka(settings);
@@ -159,7 +188,9 @@ export class Guard {
     // session's events in order.
     // Retries for about a minute: a broker restart is waited out, not a lost event.
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: { retries: 12, initialRetryTime: 200, maxRetryTime: 5000 } });
-    const guard = new Guard(o, kafka, probe, producer, reach);
+    // What the guard keeps to show: its settings with the secrets redacted.
+    const shown: Resolved = { ...o, sasl: redacted(o.sasl), ssl: redacted(o.ssl), kafka: redacted(o.kafka) };
+    const guard = new Guard(shown, verdictsTopic, kafka, probe, producer, reach, scrub);
     guard.connecting = guard.connectInBackground();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([guard.firstAnswer, new Promise<void>((r) => (timer = setTimeout(r, o.connectWaitMs)))]);
@@ -183,13 +214,13 @@ export class Guard {
     const ok = await Promise.race([this.connected$.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs)))]);
     clearTimeout(timer);
     if (ok) return;
-    throw new GuardError(this.problem?.message ?? `no answer from Kafka at ${this.options.brokers.join(",")} within ${timeoutMs} ms`, {
+    throw new GuardError(this.scrub.text(this.problem?.message ?? `no answer from Kafka at ${this.options.brokers.join(",")} within ${timeoutMs} ms`), {
       cause: this.problem,
     });
   }
 
   private topics(): Topics {
-    return { brokers: this.options.brokers.join(","), eventsTopic: this.options.eventsTopic, verdictsTopic: this.options.verdictsTopic };
+    return { brokers: this.options.brokers.join(","), eventsTopic: this.options.eventsTopic, verdictsTopic: this.verdictsTopic };
   }
 
   private connectInBackground(): Promise<void> {
@@ -217,13 +248,19 @@ export class Guard {
   private async attempt(): Promise<void> {
     const { start, partitions } = await startOffsets(this.probe, this.topics());
     if (this.closed) return;
-    await this.producer.connect();
+    await this.producer.connect().catch((e: unknown) => {
+      // The idempotent producer asks for its id here: refused when the principal may Write
+      // on no topic (CLUSTER_AUTHORIZATION_FAILED).
+      const code = authorizationFailed(e);
+      if (code === undefined) throw e;
+      throw new Refused(this.options.brokers.join(","), this.options.eventsTopic, "events", "Write", { code, cause: e });
+    });
     if (this.closed) {
       await this.producer.disconnect().catch(() => undefined);
       return;
     }
     const reader = new VerdictReader(this.kafka, {
-      topic: this.options.verdictsTopic,
+      topic: this.verdictsTopic,
       readUncommitted: this.options.readUncommitted,
       startOffsets: start,
       onRecord: (p) => this.onRecord(p),
@@ -271,6 +308,7 @@ export class Guard {
     sessionId?: string,
     opts: { onVerdict?: VerdictCallback; onObserved?: VerdictCallback; tenant?: string; agent?: string; model?: string } = {},
   ): Session {
+    checkSessionTenant(this.options.verdictsTopic, this.options.tenant, opts.tenant);
     const id = sessionId ?? randomUUID().replaceAll("-", "");
     // Not connected yet: `attempt()` gives it its partition.
     const core = new SessionCore(this, id, this.partitionCount > 0 ? partitionFor(id, this.partitionCount) : undefined, {
@@ -327,6 +365,7 @@ export class Guard {
       });
       this.counts.eventsSent += batch.length;
       this.reach.back();
+      this.allowed("write");
       this.reader?.want(meta.partition);
       // One session's batch goes to one partition, its records at consecutive offsets.
       const base = BigInt(meta.baseOffset ?? "-1");
@@ -398,9 +437,37 @@ export class Guard {
     this.counts[name] += 1;
   }
 
+  /** True while the broker refuses this client Read on its verdicts topic or Write on the
+   * events topic: tool calls run at once (fail-open). */
+  get unguarded(): boolean {
+    return this.refused.size > 0;
+  }
+
+  /** Calls `run` if Read on the verdicts topic is refused while a tool call waits; returns
+   * a function that stops it. */
+  whenRefused(run: () => void): () => void {
+    this.onRefusal.add(run);
+    return () => this.onRefusal.delete(run);
+  }
+
   report(where: string, e: unknown): void {
     this.counts.backgroundErrors += 1;
-    this.reach.problem(where, e);
+    const code = authorizationFailed(e);
+    const role = where.startsWith("verdict reader") ? "read" : where === "publish" ? "write" : undefined;
+    if (code !== undefined && role !== undefined) {
+      const brokers = this.options.brokers.join(",");
+      const refusal =
+        role === "read"
+          ? new Refused(brokers, this.verdictsTopic, "verdicts", "Read", { code, cause: e })
+          : new Refused(brokers, this.options.eventsTopic, "events", "Write", { code, cause: e });
+      const first = !this.refused.has(role);
+      this.refused.set(role, refusal);
+      if (role === "read") for (const run of [...this.onRefusal]) run();
+      if (!first) return; // said once until the operation succeeds again
+      e = refusal;
+    }
+    if (e instanceof Refused) this.options.logger?.warn?.(`loopguard: ${this.scrub.text(e.message)}`);
+    else this.reach.problem(where, e);
     const cb = this.options.onError;
     if (cb === undefined) return;
     try {
@@ -410,8 +477,17 @@ export class Guard {
     }
   }
 
+  /** `role` succeeded: a refusal of it is over (said once, info). */
+  private allowed(role: "read" | "write"): void {
+    const gone = this.refused.get(role);
+    if (gone === undefined) return;
+    this.refused.delete(role);
+    this.options.logger?.info?.(`loopguard: Kafka at ${this.options.brokers.join(",")} allows this client ${gone.operation} on \`${gone.topic}\` again`);
+  }
+
   private onRecord({ partition, message }: EachMessagePayload): void {
     this.reach.back();
+    this.allowed("read");
     if (message.key === null && message.headers?.[MARKER_HEADER]?.toString() === MARKER_KIND) {
       this.onMarker(partition, message.value);
       return;
@@ -619,6 +695,14 @@ export class Session {
       this.core.guard.count("toolCallsNotConnected");
       return null;
     }
+    if (this.core.guard.unguarded) {
+      // The broker refuses Read on the verdicts topic or Write on the events topic: no answer
+      // can come. The event is still sent (the guard sees the history, and a send tells
+      // when Write is allowed again); the tool runs now.
+      this.core.guard.count("toolCallsRefused");
+      void this.core.publish(event);
+      return null;
+    }
     const eventId = event.event_id as string;
     let resolveVerdict: (v: Verdict | null) => void = () => undefined;
     const verdict = new Promise<Verdict | null>((r) => (resolveVerdict = r));
@@ -640,6 +724,11 @@ export class Session {
     // acknowledgement: wait for whichever comes first, and stop at once (fail open) if the
     // event could not be sent.
     let judged = false;
+    let refused = false;
+    const stopRefused = this.core.guard.whenRefused(() => {
+      refused = true;
+      resolveVerdict(null);
+    });
     let stopAwaiting: () => void = () => undefined;
     const unsent = sent.then((landed) => {
       if (landed === null) return null;
@@ -652,10 +741,12 @@ export class Session {
     try {
       const got = await Promise.race([verdict, timeout, unsent]);
       if (got === null && judged) this.core.guard.count("toolCallsNoVerdict");
+      else if (got === null && refused) this.core.guard.count("toolCallsRefused");
       else if (got === null && timedOut) this.core.guard.count("toolCallDeadlines");
       return got;
     } finally {
       clearTimeout(timer);
+      stopRefused();
       stopAwaiting();
       this.core.guard.dropWaiter(eventId, waiter);
     }

@@ -16,4 +16,5 @@ export { murmur2, partitionFor } from "./partitioner.js";
 export { canonicalJson, evidence, outputHash, parseVerdict } from "./types.js";
 export type { Action, Directives, Effect, Evidence, Limits, LoopCost, Stats, Usage, Verdict } from "./types.js";
 export { ValidationError } from "./validate.js";
+export { ConfigError } from "./settings.js";
 export { registerLz4 } from "./lz4.js";

@@ -202,6 +202,10 @@ export interface Stats {
   /** Tool calls made before the guard was connected: answered fail-open at once, their
    * events sent once it is. */
   toolCallsNotConnected: number;
+  /** Tool calls made while the broker refused this client Read on its verdicts topic or
+   * Write on the events topic (TOPIC_AUTHORIZATION_FAILED, said once): answered fail-open at
+   * once, their events still sent. */
+  toolCallsRefused: number;
   /** Events published before the guard was connected beyond `backlogCapacity`: dropped. */
   eventsOverflowed: number;
   /** Tool calls answered "no verdict" by a judged-through marker, before their deadline. */
@@ -224,6 +228,7 @@ export function emptyStats(): Stats {
     backgroundErrors: 0,
     toolCallDeadlines: 0,
     toolCallsNotConnected: 0,
+    toolCallsRefused: 0,
     eventsOverflowed: 0,
     toolCallsNoVerdict: 0,
     markersSeen: 0,

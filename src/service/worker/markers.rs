@@ -17,6 +17,8 @@ use std::time::Duration;
 /// A verdict judged in the burst in progress, written with the burst's markers.
 pub struct Held {
     pub partition: i32,
+    /// The verdicts topic it goes to (its tenant's, with tenant isolation).
+    pub topic: std::sync::Arc<str>,
     pub key: String,
     pub payload: Vec<u8>,
 }
@@ -50,21 +52,24 @@ impl Worker {
         let emitted_at = format_ts(self.clock.ms_at(self.now));
         let m = &self.shared.metrics;
         for (&p, part) in self.parts.iter_mut() {
-            let Some(through) = part.judged.take_due() else {
+            let Some((through, topics)) = part.judged.take_due() else {
                 continue;
             };
             self.producer.begin()?;
             let value = Marker::new(p, through, Some(emitted_at.clone())).to_json();
-            send_record(
-                self.producer.producer(),
-                &self.cfg.kafka.verdicts_topic,
-                p,
-                None,
-                Some(&value),
-                Some(judged::headers()),
-            )?;
-            m.judged_markers.inc();
-            m.judged_marker_bytes.inc_by(value.len() as u64);
+            // To each verdicts topic whose events it covers (one, without tenant topics).
+            for topic in &topics {
+                send_record(
+                    self.producer.producer(),
+                    topic,
+                    p,
+                    None,
+                    Some(&value),
+                    Some(judged::headers()),
+                )?;
+                m.judged_markers.inc();
+                m.judged_marker_bytes.inc_by(value.len() as u64);
+            }
         }
         Ok(())
     }
@@ -78,7 +83,7 @@ impl Worker {
         for h in self.held.drain(..) {
             send_record(
                 self.producer.producer(),
-                &self.cfg.kafka.verdicts_topic,
+                &h.topic,
                 h.partition,
                 Some(h.key.as_bytes()),
                 Some(&h.payload),

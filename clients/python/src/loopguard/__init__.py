@@ -19,6 +19,7 @@ from .aio import AsyncGuard, AsyncSession
 from .client import Guard, GuardConfig, Session
 from .connecting import GuardError
 from .partitioner import partition_for
+from .settings import ConfigError
 from .types import Action, Directives, Effect, Evidence, Limits, LoopCost, Stats, Usage, Verdict, output_hash
 from .validate import ValidationError
 
@@ -26,6 +27,7 @@ __all__ = [
     "Action",
     "AsyncGuard",
     "AsyncSession",
+    "ConfigError",
     "Directives",
     "Effect",
     "Evidence",

@@ -14,15 +14,16 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
-from .connecting import Connection, GuardError
-from .kafka_log import LibraryLog, Reachability, unreachable
+from .connecting import Connection, GuardError, Refused
+from .kafka_log import LibraryLog, Reachability, login_refused, unreachable
 from .partitioner import partition_for
 from .reader import VerdictReader
+from .settings import Scrubber, check_session_tenant, redacted, verdicts_topic_for
 from .types import Evidence, Limits, Stats, Usage, Verdict
 from .validate import check_event
 
@@ -36,6 +37,9 @@ VerdictCallback = Callable[[Verdict], None]
 class GuardConfig:
     bootstrap_servers: str
     events_topic: str = "agent-events"
+    # May name a topic per tenant, `agent-verdicts.{tenant}` (the guard's
+    # `kafka.verdicts_topic_template`): `{tenant}` is replaced by `tenant`, which is then
+    # required, and every session's tenant must be it (settings.py).
     verdicts_topic: str = "agent-verdicts"
     # Copied onto every event: they select policy overrides and label the guard's metrics.
     tenant: Optional[str] = None
@@ -49,7 +53,11 @@ class GuardConfig:
     # when the guard's batch commits (~100 ms). True: the low-latency path, verdicts as soon
     # as the guard writes them, each still delivered once (de-duplicated on verdict_id).
     read_uncommitted: bool = False
-    # Extra librdkafka properties for both clients (SASL, TLS, client.id, ...).
+    # Extra librdkafka properties for every producer and consumer the Guard makes (SASL, TLS,
+    # client.id, ...), e.g. {"security.protocol": "SASL_SSL", "sasl.mechanisms":
+    # "SCRAM-SHA-512", "sasl.username": ..., "sasl.password": ..., "ssl.ca.location": ...}.
+    # Secret values (keys with "password", "secret", "sasl.oauthbearer", ...) are never
+    # logged nor put in an error's text; `repr()` shows them as [redacted].
     kafka: Mapping[str, str] = field(default_factory=dict)
     # Called with (where, exception) for every background problem, a broker outage once
     # per outage (not per connection retry); also logged and counted.
@@ -65,6 +73,11 @@ class GuardConfig:
     # Events kept while the Guard is not connected yet, sent in order once it is; what comes
     # beyond is dropped, counted (`events_overflowed`) and reported once.
     backlog_capacity: int = 10_000
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["kafka"] = redacted(self.kafka)
+        return "GuardConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
 class _Waiter:
@@ -97,6 +110,11 @@ class Guard:
     def __init__(self, config: GuardConfig | str, **overrides: Any):
         cfg = GuardConfig(bootstrap_servers=config, **overrides) if isinstance(config, str) else replace(config, **overrides)
         self.config = cfg
+        # The topic this Guard reads its verdicts from (`verdicts_topic` with its tenant);
+        # raises ConfigError before anything is made.
+        self.verdicts_topic = verdicts_topic_for(cfg.verdicts_topic, cfg.tenant)
+        # Every line and error text this client says goes through it (settings.py).
+        self._scrub = Scrubber([cfg.kafka])
         self._lock = threading.Lock()
         self._counts: Dict[str, int] = collections.Counter()
         self._sessions: Dict[str, "SessionCore"] = {}
@@ -106,13 +124,17 @@ class Guard:
         self._judged: Dict[int, int] = {}
         self._awaiting: Dict[int, Dict[int, _Waiter]] = collections.defaultdict(dict)
         self._seen: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        self._reach = Reachability(cfg.bootstrap_servers)
+        self._reach = Reachability(cfg.bootstrap_servers, self._scrub)
+        # Operations the broker refused this client after it connected ("read" on the verdicts
+        # topic, "write" on the events topic): each said once; tool calls run unguarded
+        # (fail-open at once) until the operation succeeds again.
+        self._refused: Dict[str, Refused] = {}
         # librdkafka's own log lines (connection losses, retries) go to the "loopguard.kafka"
         # logger at DEBUG, never to the process's stderr; its errors come to `_kafka_error`,
         # and an outage is said once (kafka_log.py).
         base: Dict[str, Any] = {
             "bootstrap.servers": cfg.bootstrap_servers,
-            "logger": LibraryLog(),
+            "logger": LibraryLog(self._scrub),
             "error_cb": self._kafka_error,
             # librdkafka (2.16) drops its bootstrap connection once it knows the brokers and
             # redoes a metadata request in flight after half this backoff: at the default
@@ -181,7 +203,7 @@ class Guard:
             self._producer,
             cfg.bootstrap_servers,
             cfg.events_topic,
-            cfg.verdicts_topic,
+            self.verdicts_topic,
             self._connected,
             self._connect_problem,
             report_after=cfg.startup_timeout,
@@ -230,7 +252,9 @@ class Guard:
         if problem is None and self._away is not None:
             problem = GuardError(f"cannot reach Kafka at {self.config.bootstrap_servers} (bootstrap_servers): {self._away}")
         raise GuardError(
-            str(problem) if problem is not None else f"no answer from Kafka at {self.config.bootstrap_servers} within {wait:g} s"
+            self._scrub(str(problem))
+            if problem is not None
+            else f"no answer from Kafka at {self.config.bootstrap_servers} within {wait:g} s"
         )
 
     def stats(self) -> Stats:
@@ -291,6 +315,7 @@ class Guard:
     # ---- used by sessions ----------------------------------------------------------------
 
     def _core(self, session_id: Optional[str], tenant: Optional[str], agent: Optional[str], model: Optional[str]) -> "SessionCore":
+        check_session_tenant(self.config.verdicts_topic, self.config.tenant, tenant)
         sid = session_id if session_id is not None else uuid.uuid4().hex
         core = SessionCore(
             self,
@@ -337,6 +362,12 @@ class Guard:
                 )
             return False
         assert partition is not None  # set for every session before `_live`
+        unguarded = False
+        if waiter is not None and self._refused:
+            # Refused Read or Write: no answer can come. The event is still sent (the guard
+            # sees the session's history, and a delivery tells when Write is allowed again).
+            waiter, unguarded = None, True
+            self._count("tool_calls_refused")
         sid, eid = event["session_id"], event["event_id"]
         on_delivery: Callable[[Any, Message], None] = self._delivered
         if waiter is not None:
@@ -348,7 +379,7 @@ class Guard:
             self._producer.produce(
                 self.config.events_topic, key=sid.encode(), value=payload, partition=partition, on_delivery=on_delivery
             )
-            return True
+            return not unguarded
         except (BufferError, KafkaException) as e:
             self._count("events_failed")
             self._report("publish", e)
@@ -403,7 +434,7 @@ class Guard:
         self._reach.back()
         reader = VerdictReader(
             self._reader_config,
-            self.config.verdicts_topic,
+            self.verdicts_topic,
             start,
             self._on_record,
             self._report,
@@ -466,9 +497,16 @@ class Guard:
         if err is not None:
             self._count("events_failed")
             self._report("delivery", KafkaException(err))
+            # The event is not in the topic: nothing will answer it; run the tool now.
+            if waiter is not None:
+                with self._lock:
+                    claimed = self._claim(waiter)
+                if claimed:
+                    waiter.settle(None)
             return
         self._count("events_sent")
         self._reach.back()
+        self._allowed("write")
         partition = msg.partition()
         if partition is not None and self._reader is not None:
             self._reader.want(partition)
@@ -513,6 +551,7 @@ class Guard:
 
     def _on_record(self, msg: Message) -> None:
         self._reach.back()
+        self._allowed("read")
         key = msg.key()
         if key is None and _is_marker(msg):
             self._on_marker(msg)
@@ -567,14 +606,40 @@ class Guard:
         the broker being away only once until it is back (librdkafka repeats it per
         connection and retry)."""
         self._count("background_errors")
-        if outage if outage is not None else unreachable(e):
+        refusal = self._refusal(where, e)
+        if refusal is not None:
+            kind, refused = refusal
+            settled: List[_Waiter] = []
+            with self._lock:
+                first = kind not in self._refused
+                self._refused[kind] = refused
+                if first and kind == "read":
+                    # No answer can be read: the calls waiting now run at once too.
+                    pending = [w for ws in self._waiters.values() for w in ws]
+                    settled = [w for w in pending if self._claim(w)]
+                    self._counts["tool_calls_refused"] += len(settled)
+            for w in settled:
+                w.settle(None)
+            if not first:
+                return  # said once until the operation succeeds again
+            log.warning("loopguard: %s", self._scrub(str(refused)))
+            e = refused
+        elif isinstance(e, Refused):  # while connecting (said once by the connection)
+            log.warning("loopguard: %s", self._scrub(str(e)))
+        elif login_refused(e):
+            # As an outage: the constructor's answer, said once until the broker is reached.
+            self._away = self._away or e
+            self._settled.set()
+            if not self._reach.refused_login(where, e):
+                return
+        elif outage if outage is not None else unreachable(e):
             # Before the first connection: the broker's absence is the constructor's answer.
             self._away = self._away or e
             self._settled.set()
             if not self._reach.lost(where, e):
                 return
         else:
-            log.warning("loopguard %s: %s", where, e)
+            log.warning("loopguard %s: %s", where, self._scrub(str(e)))
         cb = self.config.on_error
         if cb is not None:
             try:
@@ -582,6 +647,29 @@ class Guard:
             except Exception:
                 self._count("callback_errors")
                 log.exception("loopguard on_error callback failed")
+
+
+    def _refusal(self, where: str, e: BaseException) -> Optional[Tuple[str, Refused]]:
+        """An operation refused after connecting (TOPIC_AUTHORIZATION_FAILED): ("read", the
+        verdicts topic) from the reader, ("write", the events topic) from the producer."""
+        err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+        if not isinstance(err, KafkaError) or err.code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return None
+        bootstrap = self.config.bootstrap_servers
+        if where.startswith("verdict reader"):
+            return "read", Refused(bootstrap, self.verdicts_topic, "verdicts", "Read")
+        if where in ("delivery", "publish"):
+            return "write", Refused(bootstrap, self.config.events_topic, "events", "Write")
+        return None
+
+    def _allowed(self, kind: str) -> None:
+        """`kind` ("read", "write") succeeded: a refusal of it is over (said once, INFO)."""
+        if kind not in self._refused:
+            return
+        with self._lock:
+            gone = self._refused.pop(kind, None)
+        if gone is not None:
+            log.info("loopguard: Kafka at %s allows this client %s on `%s` again", self.config.bootstrap_servers, gone.operation, gone.topic)
 
 
 def _is_marker(msg: Message) -> bool:

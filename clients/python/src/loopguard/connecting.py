@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Callable, Dict, Optional, Tuple
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 # The longest one metadata request waits: how often an unreachable broker is asked again
 # (librdkafka reconnects by itself in between, with its own backoff).
@@ -28,7 +28,29 @@ class GuardError(Exception):
 
 
 class Misconfigured(GuardError):
-    """The broker answered, and its topics are missing or their partition counts differ."""
+    """The broker answered, and its topics are missing or their partition counts differ, or
+    (`Refused`) this client may not use them."""
+
+
+class Refused(Misconfigured):
+    """The broker refused this client's principal `operation` (Read or Write) on `topic`
+    (TOPIC_AUTHORIZATION_FAILED)."""
+
+    def __init__(self, bootstrap: str, topic: str, role: str, operation: str, describe: bool = False):
+        """`role`: "events" or "verdicts"; `describe`: refused already when the topic's
+        metadata was asked for (Describe, which Read and Write include)."""
+        detail = (
+            f"TOPIC_AUTHORIZATION_FAILED on Describe, which {operation} includes; or the topic does not "
+            "exist: Kafka does not tell a principal without Describe which"
+            if describe
+            else "TOPIC_AUTHORIZATION_FAILED"
+        )
+        super().__init__(
+            f"Kafka at {bootstrap} refused this client {operation} on the {role} topic `{topic}` ({detail}); "
+            f"tool calls run unguarded (fail-open) until its principal is granted {operation} on `{topic}`"
+        )
+        self.topic = topic
+        self.operation = operation
 
 
 Connected = Callable[[Consumer, Dict[int, int], int], None]
@@ -128,8 +150,14 @@ def start_offsets(probe: Consumer, bootstrap: str, events_topic: str, verdicts_t
     """Where each verdict partition ends now, and the events topic's partition count;
     checks that both topics exist with the same number of partitions."""
     md = probe.list_topics(timeout=ATTEMPT_SECONDS)
-    for topic in (events_topic, verdicts_topic):
+    for topic, role, operation in ((events_topic, "events", "Write"), (verdicts_topic, "verdicts", "Read")):
         t = md.topics.get(topic)
+        if t is None:
+            # Not listed: a broker with ACLs lists only the topics the principal may
+            # Describe. Asked by name, it says which.
+            t = probe.list_topics(topic, timeout=ATTEMPT_SECONDS).topics.get(topic)
+            if t is not None and t.error is not None and t.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise Refused(bootstrap, topic, role, operation, describe=True)
         if t is None or t.error is not None or not t.partitions:
             raise Misconfigured(
                 f"topic `{topic}` does not exist on {bootstrap}: "

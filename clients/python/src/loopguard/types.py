@@ -283,6 +283,10 @@ class Stats:
     # Tool calls made before the Guard was connected: answered fail-open at once, their
     # events sent once it is.
     tool_calls_not_connected: int = 0
+    # Tool calls made while the broker refused this client Read on its verdicts topic or
+    # Write on the events topic (TOPIC_AUTHORIZATION_FAILED, said once): answered fail-open at
+    # once, their events still sent.
+    tool_calls_refused: int = 0
     # Events published before the Guard was connected beyond `backlog_capacity`: dropped.
     events_overflowed: int = 0
     # Tool calls answered "no verdict" by a judged-through marker, before their deadline.

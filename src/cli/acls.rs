@@ -1,0 +1,393 @@
+//! `loopguard topics acls`: the least-privilege ACLs of every principal that talks to the
+//! guard's topics, from the configuration's names; printed as a table or as the broker's
+//! own `kafka-acls` commands, so nobody types them by hand. Pure: nothing is applied here.
+
+use crate::config::Config;
+
+/// Who gets ACLs: each a Kafka principal (`User:guard`); an absent one gets none.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AclArgs {
+    /// The guard service (every instance shares it).
+    #[arg(long)]
+    pub guard: Option<String>,
+    /// An agent runtime (client library, edge, hooks) of every tenant, or of events
+    /// without tenant: Write on the events topic, Read on the plain verdicts topic.
+    #[arg(long)]
+    pub runtime: Vec<String>,
+    /// A tenant's runtime, `TENANT=User:name`: Write on the events topic, Read on that
+    /// tenant's verdicts topic only (`kafka.verdicts_topic_template`).
+    #[arg(long = "tenant-runtime", value_name = "TENANT=PRINCIPAL")]
+    pub tenant_runtime: Vec<String>,
+    /// The operator: creates the topics, publishes and reads policy versions.
+    #[arg(long)]
+    pub operator: Option<String>,
+    /// A reader of dead letters (whole payloads: grant it with care).
+    #[arg(long)]
+    pub dlq_reader: Option<String>,
+    /// The consumer group the dead-letter reader uses.
+    #[arg(long, default_value = "loopguard-dlq-reader")]
+    pub dlq_group: String,
+    /// `table` (for people) or `kafka-acls` (one command per binding, to run as an admin).
+    #[arg(long, default_value = "table")]
+    pub format: String,
+}
+
+/// One ACL binding: allow `principal` `operation` on a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acl {
+    pub principal: String,
+    /// `topic`, `group`, `transactional-id` (the `kafka-acls` option names).
+    pub resource: &'static str,
+    pub name: String,
+    /// `literal` or `prefixed`.
+    pub pattern: &'static str,
+    /// `Read`, `Write`, `Describe`, `Create`, `DescribeConfigs`.
+    pub operation: &'static str,
+    /// Why the principal needs it, for the table.
+    pub why: &'static str,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AclError {
+    #[error("--tenant-runtime `{0}`: expected TENANT=PRINCIPAL (e.g. acme=User:acme-runtime)")]
+    TenantRuntime(String),
+    #[error("--tenant-runtime needs `kafka.verdicts_topic_template` (e.g. \"agent-verdicts.{{tenant}}\") in the configuration")]
+    NoTemplate,
+    #[error("principal `{0}`: expected TYPE:NAME (e.g. User:guard)")]
+    Principal(String),
+    #[error("--format `{0}`: expected `table` or `kafka-acls`")]
+    Format(String),
+}
+
+fn principal(p: &str) -> Result<String, AclError> {
+    match p.split_once(':') {
+        Some((kind, name)) if !kind.is_empty() && !name.is_empty() => Ok(p.to_string()),
+        _ => Err(AclError::Principal(p.to_string())),
+    }
+}
+
+/// Every binding the given principals need, in a stable order.
+pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
+    let k = &cfg.kafka;
+    let mut out = Vec::new();
+    let mut add = |who: &str, resource, name: &str, pattern, operation, why| {
+        out.push(Acl {
+            principal: who.to_string(),
+            resource,
+            name: name.to_string(),
+            pattern,
+            operation,
+            why,
+        })
+    };
+    if let Some(g) = &args.guard {
+        let g = principal(g)?;
+        add(
+            &g,
+            "topic",
+            &k.events_topic,
+            "literal",
+            "Read",
+            "consumes the events",
+        );
+        add(
+            &g,
+            "topic",
+            &k.verdicts_topic,
+            "literal",
+            "Write",
+            "writes verdicts and markers",
+        );
+        if let Some(prefix) = k.tenant_topic_prefix() {
+            add(
+                &g,
+                "topic",
+                &prefix,
+                "prefixed",
+                "Write",
+                "writes each tenant's verdicts and markers",
+            );
+        }
+        add(
+            &g,
+            "topic",
+            &k.dlq_topic,
+            "literal",
+            "Write",
+            "dead-letters what it cannot read",
+        );
+        add(
+            &g,
+            "topic",
+            &k.state_topic,
+            "literal",
+            "Read",
+            "restores sessions on assignment",
+        );
+        add(
+            &g,
+            "topic",
+            &k.state_topic,
+            "literal",
+            "Write",
+            "checkpoints sessions",
+        );
+        add(
+            &g,
+            "topic",
+            &k.policy_topic,
+            "literal",
+            "Read",
+            "follows the live policy",
+        );
+        add(
+            &g,
+            "group",
+            &k.group_id,
+            "prefixed",
+            "Read",
+            "its consumer group (and the readers named after it)",
+        );
+        add(
+            &g,
+            "transactional-id",
+            &k.transactional_id_prefix,
+            "prefixed",
+            "Write",
+            "exactly-once: one transactional id per stream thread",
+        );
+        add(
+            &g,
+            "transactional-id",
+            &k.transactional_id_prefix,
+            "prefixed",
+            "Describe",
+            "exactly-once: one transactional id per stream thread",
+        );
+    }
+    for r in &args.runtime {
+        let r = principal(r)?;
+        add(
+            &r,
+            "topic",
+            &k.events_topic,
+            "literal",
+            "Write",
+            "publishes its agents' events",
+        );
+        add(
+            &r,
+            "topic",
+            &k.verdicts_topic,
+            "literal",
+            "Read",
+            "reads verdicts and markers",
+        );
+    }
+    for t in &args.tenant_runtime {
+        let (tenant, who) = t
+            .split_once('=')
+            .filter(|(t, _)| !t.is_empty())
+            .ok_or_else(|| AclError::TenantRuntime(t.clone()))?;
+        let who = principal(who)?;
+        if k.verdicts_topic_template.is_empty() {
+            return Err(AclError::NoTemplate);
+        }
+        let topic = k
+            .verdicts_topic_for(Some(tenant))
+            .ok_or_else(|| AclError::TenantRuntime(t.clone()))?;
+        add(
+            &who,
+            "topic",
+            &k.events_topic,
+            "literal",
+            "Write",
+            "publishes its agents' events",
+        );
+        add(
+            &who,
+            "topic",
+            &topic,
+            "literal",
+            "Read",
+            "reads its own tenant's verdicts and markers",
+        );
+    }
+    if let Some(o) = &args.operator {
+        let o = principal(o)?;
+        for topic in [
+            &k.events_topic,
+            &k.verdicts_topic,
+            &k.dlq_topic,
+            &k.state_topic,
+            &k.policy_topic,
+        ] {
+            add(
+                &o,
+                "topic",
+                topic,
+                "literal",
+                "Create",
+                "`loopguard topics create`",
+            );
+            add(
+                &o,
+                "topic",
+                topic,
+                "literal",
+                "Describe",
+                "`loopguard topics create` checks partitions",
+            );
+        }
+        if let Some(prefix) = k.tenant_topic_prefix() {
+            add(
+                &o,
+                "topic",
+                &prefix,
+                "prefixed",
+                "Create",
+                "`loopguard topics create --tenant`",
+            );
+            add(
+                &o,
+                "topic",
+                &prefix,
+                "prefixed",
+                "Describe",
+                "`loopguard topics create --tenant`",
+            );
+        }
+        add(
+            &o,
+            "topic",
+            &k.policy_topic,
+            "literal",
+            "Write",
+            "`loopguard policy publish`",
+        );
+        add(
+            &o,
+            "topic",
+            &k.policy_topic,
+            "literal",
+            "Read",
+            "`loopguard policy history`",
+        );
+    }
+    if let Some(d) = &args.dlq_reader {
+        let d = principal(d)?;
+        add(
+            &d,
+            "topic",
+            &k.dlq_topic,
+            "literal",
+            "Read",
+            "reads dead letters",
+        );
+        add(
+            &d,
+            "group",
+            &args.dlq_group,
+            "literal",
+            "Read",
+            "its consumer group",
+        );
+    }
+    Ok(out)
+}
+
+/// The bindings as `args.format` asks: a table, or one `kafka-acls` command per binding
+/// (`BOOTSTRAP` and `ADMIN_CONFIG` left for the admin to fill in).
+pub fn render(acls: &[Acl], format: &str) -> Result<String, AclError> {
+    let mut s = String::new();
+    match format {
+        "table" => {
+            s.push_str("principal\tresource\tname\tpattern\toperation\twhy\n");
+            for a in acls {
+                s.push_str(&format!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\n",
+                    a.principal, a.resource, a.name, a.pattern, a.operation, a.why
+                ));
+            }
+        }
+        "kafka-acls" => {
+            for a in acls {
+                s.push_str(&format!(
+                    "kafka-acls.sh --bootstrap-server \"$BOOTSTRAP\" --command-config \"$ADMIN_CONFIG\" --add --allow-principal {} --operation {} --{} {} --resource-pattern-type {}\n",
+                    a.principal, a.operation, a.resource, a.name, a.pattern
+                ));
+            }
+        }
+        other => return Err(AclError::Format(other.to_string())),
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Config {
+        use std::io::Write;
+        let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        crate::config::load_with_env(f.path().to_str(), std::iter::empty()).unwrap()
+    }
+
+    #[test]
+    fn the_guard_gets_what_it_uses_and_nothing_to_create_or_alter() {
+        let args = AclArgs {
+            guard: Some("User:guard".into()),
+            ..Default::default()
+        };
+        let acls = plan(&cfg(""), &args).unwrap();
+        let has = |r: &str, n: &str, op: &str| {
+            acls.iter()
+                .any(|a| a.resource == r && a.name == n && a.operation == op)
+        };
+        assert!(has("topic", "agent-events", "Read"));
+        assert!(has("topic", "agent-verdicts", "Write"));
+        assert!(has("transactional-id", "loopguard", "Write"));
+        assert!(
+            !has("topic", "agent-events", "Write"),
+            "the guard never writes events"
+        );
+        assert!(acls
+            .iter()
+            .all(|a| a.operation != "Create" && a.operation != "Alter"));
+    }
+
+    #[test]
+    fn a_tenant_runtime_reads_its_own_verdicts_topic_only() {
+        let c = cfg("[kafka]\nverdicts_topic_template = \"agent-verdicts.{tenant}\"\n");
+        let args = AclArgs {
+            tenant_runtime: vec!["acme=User:acme".into()],
+            ..Default::default()
+        };
+        let acls = plan(&c, &args).unwrap();
+        let reads: Vec<_> = acls.iter().filter(|a| a.operation == "Read").collect();
+        assert_eq!(reads.len(), 1);
+        assert_eq!(reads[0].name, "agent-verdicts.acme");
+        assert_eq!(reads[0].pattern, "literal");
+        let without = plan(&cfg(""), &args).unwrap_err();
+        assert!(matches!(without, AclError::NoTemplate), "{without}");
+    }
+
+    #[test]
+    fn commands_name_each_binding() {
+        let args = AclArgs {
+            dlq_reader: Some("User:ops".into()),
+            ..Default::default()
+        };
+        let out = render(&plan(&cfg(""), &args).unwrap(), "kafka-acls").unwrap();
+        assert!(out.contains("--allow-principal User:ops --operation Read --topic agent-events-dlq --resource-pattern-type literal"), "{out}");
+        assert!(plan(
+            &cfg(""),
+            &AclArgs {
+                guard: Some("guard".into()),
+                ..Default::default()
+            }
+        )
+        .is_err());
+    }
+}
