@@ -24,6 +24,11 @@ pub enum ClientError {
     Unreachable { servers: String, detail: String },
     #[error("topic `{0}` does not exist (create the topics: loopguard topics create)")]
     MissingTopic(String),
+    #[error("the broker refuses {operation} on topic `{topic}` to this principal (grant it: loopguard topics acls)")]
+    Refused {
+        topic: String,
+        operation: &'static str,
+    },
     #[error("`{events}` has {events_n} partitions and `{verdicts}` {verdicts_n}: the contract needs the same number")]
     PartitionMismatch {
         events: String,
@@ -79,6 +84,9 @@ pub struct Guard {
     settings: GuardSettings,
     partitions: usize,
     reader: Option<std::thread::JoinHandle<()>>,
+    /// Why verdicts cannot be read (the broker refuses Read on the verdicts topic): every
+    /// call is published and answered fail-open at once, said once at connect.
+    refused: Option<String>,
 }
 
 impl Guard {
@@ -130,18 +138,40 @@ impl Guard {
         }
         let consumer: BaseConsumer = reader_config.create().map_err(unreachable)?;
         let timeout = settings.startup_timeout;
-        let count = |topic: &str| -> Result<usize, ClientError> {
+        let count = |topic: &str, operation| -> Result<usize, ClientError> {
             let md = consumer
                 .fetch_metadata(Some(topic), timeout)
                 .map_err(unreachable)?;
-            md.topics()
-                .first()
-                .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+            let t = md.topics().first();
+            if t.and_then(|t| t.error()).map(rdkafka::types::RDKafkaErrorCode::from)
+                == Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed)
+            {
+                return Err(ClientError::Refused {
+                    topic: topic.to_string(),
+                    operation,
+                });
+            }
+            t.filter(|t| t.error().is_none() && !t.partitions().is_empty())
                 .map(|t| t.partitions().len())
                 .ok_or_else(|| ClientError::MissingTopic(topic.to_string()))
         };
-        let events_n = count(&settings.events_topic)?;
-        let verdicts_n = count(&settings.verdicts_topic)?;
+        let events_n = count(&settings.events_topic, "Write")?;
+        let verdicts_n = match count(&settings.verdicts_topic, "Read") {
+            // Calls still go to the guard; their answers cannot be read: fail open.
+            Err(e @ ClientError::Refused { .. }) => {
+                tracing::warn!(error = %e, "verdicts cannot be read: every call is allowed (fail open) until this is granted and the client restarted");
+                let producer: FutureProducer = producer_config.create().map_err(unreachable)?;
+                return Ok(Guard {
+                    producer,
+                    shared: Arc::new(Shared::default()),
+                    settings,
+                    partitions: events_n,
+                    reader: None,
+                    refused: Some(e.to_string()),
+                });
+            }
+            other => other?,
+        };
         if events_n != verdicts_n {
             return Err(ClientError::PartitionMismatch {
                 events: settings.events_topic.clone(),
@@ -178,6 +208,7 @@ impl Guard {
             settings,
             partitions: events_n,
             reader: Some(reader),
+            refused: None,
         })
     }
 
@@ -252,6 +283,9 @@ impl Guard {
             self.shared.pending.lock().unwrap().forget(event_id);
             Ok(Answer::FailOpen(FailOpen { reason, detail }))
         };
+        if let Some(why) = &self.refused {
+            return fail_open("verdicts_refused", why.clone());
+        }
         match tokio::time::timeout_at(until, delivery).await {
             Ok(Ok(Ok(rdkafka::producer::future_producer::Delivery {
                 partition, offset, ..

@@ -276,21 +276,25 @@ const ACCESS_RECHECK: Duration = Duration::from_secs(10);
 async fn wait_for_access(cfg: &Config, shared: &Arc<Shared>) -> anyhow::Result<()> {
     let gauge = &shared.metrics.access_denied;
     let mut said: Option<String> = None;
-    let servers = cfg.kafka.bootstrap_servers.clone();
-    tokio::task::spawn_blocking(move || kafka::reachable(&servers, "kafka.bootstrap_servers"))
-        .await??;
     loop {
+        // The topics first (a broker that never answers, a missing topic: named there),
+        // then what the broker grants; a topic it will not even describe is named by the
+        // operations the guard needs on it.
+        let topics = match kafka::ensure_topics(cfg, None).await {
+            Err(kafka::KafkaSetupError::Denied(d)) => Some(d),
+            Err(e) => return Err(e.into()),
+            Ok(_) => None,
+        };
         let c = cfg.clone();
         let instance = instance_id();
         let refused =
             match tokio::task::spawn_blocking(move || access::check(&c, &instance)).await? {
                 Err(access::AccessError::Denied(d)) => Some(d),
-                Err(e) => return Err(e.into()),
-                Ok(()) => match kafka::ensure_topics(cfg, None).await {
-                    Err(kafka::KafkaSetupError::Denied(d)) => Some(vec![d]),
-                    Err(e) => return Err(e.into()),
-                    Ok(_) => None,
+                Err(e) => match topics {
+                    Some(d) => Some(vec![d]),
+                    None => return Err(e.into()),
                 },
+                Ok(()) => topics.map(|d| vec![d]),
             };
         gauge.reset();
         let Some(refused) = refused else {
@@ -331,6 +335,12 @@ async fn wait_for_access(cfg: &Config, shared: &Arc<Shared>) -> anyhow::Result<(
 /// `loopguard serve`: embedded broker when no bootstrap servers, admin HTTP, the consumer
 /// thread, signals. Returns when stopped.
 pub async fn serve(mut cfg: Config, registry: prometheus::Registry) -> anyhow::Result<()> {
+    if !cfg.kafka.bootstrap_servers.is_empty() {
+        // Before anything else: a broker address that refuses connections is named at once.
+        let servers = cfg.kafka.bootstrap_servers.clone();
+        tokio::task::spawn_blocking(move || kafka::reachable(&servers, "kafka.bootstrap_servers"))
+            .await??;
+    }
     let metrics = metrics::Metrics::new(registry, &cfg.metrics)?;
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
     let listener = admin::bind(cfg.admin.listen).await?;

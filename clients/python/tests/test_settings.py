@@ -53,7 +53,14 @@ def test_a_plain_topic_is_used_as_it_is() -> None:
 
 def test_the_template_takes_the_configured_tenant() -> None:
     assert verdicts_topic_for(TEMPLATE, "acme") == "agent-verdicts.acme"
-    assert verdicts_topic_for("{tenant}-verdicts", "beta_2") == "beta_2-verdicts"
+    assert verdicts_topic_for("verdicts-{tenant}-v2", "beta_2") == "verdicts-beta_2-v2"
+
+
+def test_a_template_is_shaped_as_the_guards() -> None:
+    for template in ("{tenant}-verdicts", "v.{tenant}.{tenant}"):
+        with pytest.raises(ConfigError, match="once, after a prefix") as e:
+            verdicts_topic_for(template, "acme")
+        assert e.value.field == "verdicts_topic"
 
 
 def test_a_template_without_a_tenant_is_refused() -> None:

@@ -38,6 +38,12 @@ export function isTemplate(topic: string): boolean {
  * the configured tenant (required then, and must make a valid Kafka topic name). */
 export function verdictsTopicFor(template: string, tenant: string | undefined): string {
   if (!isTemplate(template)) return template;
+  if (template.split(TENANT).length !== 2 || template.startsWith(TENANT))
+    // The guard's rule for `kafka.verdicts_topic_template` (a prefix makes prefixed ACLs).
+    throw new ConfigError(
+      "verdictsTopic",
+      `\`${template}\` must hold ${TENANT} once, after a prefix (e.g. "agent-verdicts.${TENANT}"), as the guard's kafka.verdicts_topic_template does`,
+    );
   if (!tenant)
     throw new ConfigError(
       "tenant",

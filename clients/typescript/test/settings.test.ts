@@ -52,7 +52,15 @@ test("a plain verdicts topic is used as it is", () => {
 
 test("the template takes the configured tenant", () => {
   assert.equal(verdictsTopicFor(TEMPLATE, "acme"), "agent-verdicts.acme");
-  assert.equal(verdictsTopicFor("{tenant}-verdicts", "beta_2"), "beta_2-verdicts");
+  assert.equal(verdictsTopicFor("verdicts-{tenant}-v2", "beta_2"), "verdicts-beta_2-v2");
+});
+
+test("a template is shaped as the guard's", () => {
+  for (const template of ["{tenant}-verdicts", "v.{tenant}.{tenant}"]) {
+    const e = assertThrowsConfig(() => verdictsTopicFor(template, "acme"));
+    assert.equal(e.field, "verdictsTopic");
+    assert.match(e.message, /once, after a prefix/);
+  }
 });
 
 test("a template without a tenant is refused", () => {

@@ -42,6 +42,13 @@ def verdicts_topic_for(template: str, tenant: Optional[str]) -> str:
     the configured tenant (required then, and must make a valid Kafka topic name)."""
     if not is_template(template):
         return template
+    if template.count(TENANT) != 1 or template.startswith(TENANT):
+        # The guard's rule for `kafka.verdicts_topic_template` (a prefix makes prefixed ACLs).
+        raise ConfigError(
+            "verdicts_topic",
+            f"`{template}` must hold {TENANT} once, after a prefix (e.g. \"agent-verdicts.{TENANT}\"), "
+            "as the guard's kafka.verdicts_topic_template does",
+        )
     if not tenant:
         raise ConfigError(
             "tenant",

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# The guard on a secured broker (issue 31): its own KRaft broker with a SASL_SSL listener
+# (SCRAM-SHA-512, certificates made at start), StandardAuthorizer and no ACL but the ones
+# `loopguard topics acls` prints, applied as printed. Then, each as its own principal:
+#   - the operator creates the topics (two tenants' verdicts topics too) and publishes a
+#     policy version;
+#   - the guard starts with tenant isolation on and gets ready;
+#   - tenant acme's and tenant beta's runtimes publish a fleet of sessions; the verdicts
+#     read read_committed from both tenants' topics are `loopguard replay`'s (none lost,
+#     none doubled), each topic holds its own tenant's sessions only, and has markers;
+#   - the edge and the Claude Code hook path, as acme's runtime, get a verdict;
+#   - beta's runtime is refused acme's topic: its edge fails open, saying why once;
+#   - the client libraries' secured check (clients/secured_check.sh), when given;
+#   - each ACL of the guard removed in turn: the guard names that resource and operation
+#     (log line, /readyz, loopguard_kafka_access_denied), and is ready again once granted;
+#   - no password appears in any log, metric or output of the run.
+#
+#   scripts/secured-test.sh [BIN]
+# Env: PORT (first free triple from 19300), PYTHON and TS_DIR for the client check.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+BIN=$(realpath "${1:-target/debug/loopguard}")
+CP="$ROOT/build/kafka/${KAFKA_VERSION:-4.1.2}/lib/*"
+work=$ROOT/build/secured-$$
+mkdir -p "$work"
+say() { echo "secured-test: $*" >&2; }
+die() { say "FAILED: $*"; exit 1; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+port=${PORT:-19300}
+while port_open "$port" || port_open $((port + 1)) || port_open $((port + 2)); do
+  port=$((port + 3))
+  ((port < 19400)) || die "no free port triple in 19300-19399"
+done
+# Passwords that are easy to grep for in every log afterwards.
+export KAFKA_SCRAM_PASSWORD_PREFIX=LgSecretPw7x
+guard_pid=
+edge_pid=
+cleanup() {
+  [ -n "$guard_pid" ] && kill -9 "$guard_pid" 2>/dev/null || true
+  [ -n "$edge_pid" ] && kill -9 "$edge_pid" 2>/dev/null || true
+  scripts/kafka.sh stop "$port" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+eval "$(scripts/kafka.sh start-secured "$port")"
+set -a
+# shellcheck disable=SC1090
+. "$KAFKA_SECURED_ENV"
+set +a
+clients=$KAFKA_CLIENTS_DIR
+B=$KAFKA_BOOTSTRAP_SERVERS
+admin_port=$((port + 100))
+
+# One loopguard configuration per principal: the broker, tenant isolation, its SASL_SSL
+# properties (from the broker's client files).
+config_for() {
+  {
+    echo "[kafka]"
+    echo "bootstrap_servers = \"$B\""
+    echo "verdicts_topic_template = \"agent-verdicts.{tenant}\""
+    echo "[kafka.properties]"
+    grep -v '^bootstrap.servers=' "$clients/$1.properties" | sed -E 's/^([^=]+)=(.*)$/"\1" = "\2"/'
+    echo "[admin]"
+    echo "listen = \"127.0.0.1:$admin_port\""
+  } >"$work/$1.toml"
+}
+for u in guard runtime runtime-b operator admin dlq-reader; do config_for "$u"; done
+
+log4j=$work/log4j2.properties
+printf '%s\n' appender.e.type=Console appender.e.name=E appender.e.target=SYSTEM_ERR \
+  appender.e.layout.type=PatternLayout rootLogger.level=WARN rootLogger.appenderRef.e.ref=E >"$log4j"
+java_tool() { java "-Dlog4j2.configurationFile=$log4j" -cp "$CP" "$@"; }
+acl_tool() {
+  java_tool org.apache.kafka.tools.AclCommand --bootstrap-server "$B" \
+    --command-config "$clients/admin.java.properties" "$@" >>"$work/acls.log" 2>&1
+}
+
+# ---- The ACLs, exactly as printed (the commands' `kafka-acls.sh` is Kafka's AclCommand).
+principals=(--guard User:guard --tenant-runtime acme=User:runtime --tenant-runtime beta=User:runtime-b
+  --operator User:operator --dlq-reader User:dlq-reader)
+"$BIN" topics acls --config "$work/admin.toml" "${principals[@]}" >"$work/acls.table"
+"$BIN" topics acls --config "$work/admin.toml" "${principals[@]}" --format kafka-acls >"$work/acls.commands"
+prefix='kafka-acls.sh --bootstrap-server "$BOOTSTRAP" --command-config "$ADMIN_CONFIG" '
+apply_line() {
+  local line=$1 verb=$2
+  [[ $line == "$prefix"* ]] || die "unexpected acls line: $line"
+  # shellcheck disable=SC2086 # the rest of the line is words without spaces
+  acl_tool ${line#"$prefix"} $([ "$verb" = remove ] && echo "--force")
+}
+while IFS= read -r line; do apply_line "$line" add; done <"$work/acls.commands"
+say "$(wc -l <"$work/acls.commands") ACL bindings applied, as \`topics acls --format kafka-acls\` prints them"
+
+# ---- The operator: topics (with both tenants' verdicts topics) and a policy version.
+"$BIN" topics create --config "$work/operator.toml" --partitions 2 --tenant acme --tenant beta >"$work/topics.out" 2>&1 ||
+  die "topics create as the operator: $(cat "$work/topics.out")"
+grep -q 'agent-verdicts.beta' "$work/topics.out" || die "no tenant topic created: $(cat "$work/topics.out")"
+printf '[tool]\nrepeat_threshold = 3\n' >"$work/policy.toml"
+
+"$BIN" policy publish --config "$work/operator.toml" "$work/policy.toml" >"$work/publish.out" 2>&1 ||
+  die "policy publish as the operator: $(cat "$work/publish.out")"
+say "operator: topics created, policy published ($(tail -n 1 "$work/publish.out"))"
+
+# ---- The guard.
+ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$admin_port/readyz")" = 200 ]; }
+start_guard() {
+  "$BIN" serve --config "$work/guard.toml" >>"$work/guard.log" 2>&1 &
+  guard_pid=$!
+}
+stop_guard() {
+  kill -TERM "$guard_pid" 2>/dev/null || true
+  wait "$guard_pid" 2>/dev/null || true
+  guard_pid=
+}
+wait_ready() {
+  local t0=$SECONDS
+  until ready; do
+    ((SECONDS - t0 < ${1:-60})) || die "the guard is not ready after ${1:-60}s: $(tail -n 5 "$work/guard.log")"
+    sleep 0.5
+  done
+}
+start_guard
+wait_ready
+say "guard ready as User:guard with exactly its ACLs"
+
+# ---- Two tenants' runtimes publish a fleet; the verdicts are replay's, each in its topic.
+"$BIN" loadgen dump --events 3000 --sessions 60 >"$work/fleet.jsonl"
+python3 - "$work/fleet.jsonl" "$work" <<'EOF'
+import json, sys, zlib
+src, work = sys.argv[1], sys.argv[2]
+out = {"acme": open(f"{work}/acme.txt", "w"), "beta": open(f"{work}/beta.txt", "w")}
+with open(src) as f, open(f"{work}/events.jsonl", "w") as all_events:
+    for line in f:
+        e = json.loads(line)
+        tenant = "acme" if zlib.crc32(e["session_id"].encode()) % 2 == 0 else "beta"
+        e["tenant"] = tenant
+        text = json.dumps(e, separators=(",", ":"))
+        all_events.write(text + "\n")
+        out[tenant].write(f"{e['session_id']}\t{text}\n")
+EOF
+produce_as() {
+  java_tool org.apache.kafka.tools.ConsoleProducer --bootstrap-server "$B" --topic agent-events \
+    --producer.config "$clients/$1.java.properties" --property parse.key=true \
+    --property key.separator=$'\t' <"$2" >"$work/produce-$1.log" 2>&1
+  ! grep -qi 'exception\|error' "$work/produce-$1.log" || die "producing as $1: $(head -n 5 "$work/produce-$1.log")"
+}
+produce_as runtime "$work/acme.txt"
+produce_as runtime-b "$work/beta.txt"
+total=$(wc -l <"$work/events.jsonl")
+consumed() {
+  curl -s "127.0.0.1:$admin_port/metrics" | awk '/^loopguard_events_consumed_total/ {s += $2} END {print s + 0}'
+}
+t0=$SECONDS
+until [ "$(consumed)" -ge "$total" ]; do
+  ((SECONDS - t0 < 120)) || die "the guard consumed $(consumed) of $total events in 120 s"
+  sleep 1
+done
+sleep 2 # the last batch commits within its interval
+read_topic() {
+  java_tool org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$B" --topic "$1" \
+    --consumer.config "$clients/$2.java.properties" --from-beginning --isolation-level read_committed \
+    --timeout-ms 8000 --property print.partition=true --property print.headers=true \
+    --property print.key=true >"$3" 2>"$3.log" || true
+}
+read_topic agent-verdicts.acme admin "$work/acme.dump"
+read_topic agent-verdicts.beta admin "$work/beta.dump"
+cat "$work/acme.dump" "$work/beta.dump" >"$work/both.dump"
+"$BIN" replay "$work/events.jsonl" >"$work/replay.jsonl" 2>"$work/replay.log"
+python3 scripts/same_stream.py "$work/both.dump" "$work/replay.jsonl" >&2 ||
+  die "the verdicts in the tenants' topics are not replay's"
+python3 - "$work" <<'EOF' >&2
+import sys
+work = sys.argv[1]
+tenant_of = {}
+for t in ("acme", "beta"):
+    for line in open(f"{work}/{t}.txt"):
+        tenant_of[line.split("\t", 1)[0]] = t
+for t in ("acme", "beta"):
+    verdicts = markers = 0
+    for line in open(f"{work}/{t}.dump"):
+        part, headers, key, value = line.rstrip("\n").split("\t", 3)
+        if "loopguard-kind:judged" in headers:
+            markers += 1
+            continue
+        verdicts += 1
+        if tenant_of.get(key) != t:
+            sys.exit(f"agent-verdicts.{t} holds a verdict of session {key} (tenant {tenant_of.get(key)})")
+    if not markers or not verdicts:
+        sys.exit(f"agent-verdicts.{t}: {verdicts} verdicts, {markers} markers")
+    print(f"secured-test: agent-verdicts.{t}: {verdicts} verdicts of its own sessions, {markers} markers")
+EOF
+
+# ---- The edge and the hook path, as acme's runtime; beta's runtime on acme's topic.
+edge_port=$((port + 101))
+start_edge() { # principal, tenant, log
+  "$BIN" edge --config "$work/$1.toml" --tenant "$2" --listen "127.0.0.1:$edge_port" >"$3" 2>&1 &
+  edge_pid=$!
+  local t0=$SECONDS
+  until curl -s -o /dev/null "127.0.0.1:$edge_port/livez"; do
+    ((SECONDS - t0 < 30)) || die "edge as $1 not up: $(tail -n 5 "$3")"
+    kill -0 "$edge_pid" 2>/dev/null || return 1
+    sleep 0.3
+  done
+}
+stop_edge() { kill -TERM "$edge_pid" 2>/dev/null || true; wait "$edge_pid" 2>/dev/null || true; edge_pid=; }
+start_edge runtime acme "$work/edge-acme.log" || die "the edge as acme's runtime exited: $(tail -n 5 "$work/edge-acme.log")"
+call() { # n: the same call again
+  printf '{"v":1,"event_id":"edge-s1-%s","session_id":"edge-s1","ts":%s,"type":"tool_call","tenant":"acme","turn_id":"t1","call_id":"c%s","tool":"bash","args":{"cmd":"make test"}}' \
+    "$1" "$((1767225600000 + $1 * 1000))" "$1"
+}
+answer=
+for n in 1 2 3 4; do
+  answer=$(curl -s "127.0.0.1:$edge_port/v1/check?deadline_ms=5000" -H 'content-type: application/json' -d "$(call "$n")")
+done
+echo "$answer" | grep -q '"answer":"verdict"' || die "edge as acme's runtime: no verdict on the 4th same call: $answer"
+hook_in=$(sed 's/"session_id": *"[^"]*"/"session_id": "hook-s1"/' tests/fixtures/hooks/claude-code/pre_tool.json)
+hook_out=
+for _ in 1 2 3 4; do
+  hook_out=$(echo "$hook_in" | LOOPGUARD_EDGE="http://127.0.0.1:$edge_port" LOOPGUARD_HOOK_DEADLINE_MS=5000 \
+    "$BIN" hook claude-code --tenant acme 2>>"$work/hook.log")
+done
+echo "$hook_out" | grep -q 'deny\|block' || die "the Claude Code hook through acme's edge: no block on the 4th same call: $hook_out"
+stop_edge
+say "acme's runtime: the edge and the Claude Code hook got their verdicts"
+if start_edge runtime-b acme "$work/edge-b-on-acme.log"; then
+  answer=$(curl -s "127.0.0.1:$edge_port/v1/check?deadline_ms=2000" -H 'content-type: application/json' -d "$(call 9)")
+  stop_edge
+  echo "$answer" | grep -q '"fail_open"' || die "beta's runtime on acme's topic did not fail open: $answer"
+fi
+grep -q 'refuses Read' "$work/edge-b-on-acme.log" || die "beta's edge on acme's topic does not say it was refused: $(tail -n 5 "$work/edge-b-on-acme.log")"
+said=$(grep -c 'refuses Read' "$work/edge-b-on-acme.log")
+say "beta's runtime refused acme's verdicts topic (said $said time(s)): $(grep -m1 'refuses Read' "$work/edge-b-on-acme.log" | cut -c1-200)"
+start_edge runtime-b beta "$work/edge-beta.log" || die "the edge as beta's runtime exited: $(tail -n 5 "$work/edge-beta.log")"
+for n in 1 2 3 4; do
+  answer=$(curl -s "127.0.0.1:$edge_port/v1/check?deadline_ms=5000" -H 'content-type: application/json' \
+    -d "$(call "$n" | sed 's/"acme"/"beta"/; s/edge-s1/edge-b1/g')")
+done
+stop_edge
+echo "$answer" | grep -q '"answer":"verdict"' || die "beta's own flow: no verdict: $answer"
+say "beta's runtime: its own flow works"
+
+# ---- The client libraries, when the caller has them installed.
+if [ -n "${PYTHON:-}" ] && [ -x clients/secured_check.sh ]; then
+  KAFKA_BOOTSTRAP_SERVERS=$B KAFKA_SECURED_ENV=$KAFKA_SECURED_ENV clients/secured_check.sh >"$work/clients.log" 2>&1 ||
+    die "the clients' secured check: $(tail -n 20 "$work/clients.log")"
+  say "client libraries: $(tail -n 1 "$work/clients.log")"
+fi
+
+# ---- Each ACL of the guard removed in turn: named, then granted again.
+stop_guard
+grep -e '--allow-principal User:guard ' "$work/acls.commands" >"$work/guard.acls"
+n=0
+while IFS= read -r line; do
+  n=$((n + 1))
+  op=$(sed -E 's/.*--operation ([A-Za-z]+).*/\1/' <<<"$line")
+  kind=$(sed -E 's/.*--(topic|group|transactional-id) ([^ ]+).*/\1/' <<<"$line")
+  name=$(sed -E 's/.*--(topic|group|transactional-id) ([^ ]+).*/\2/' <<<"$line")
+  case $kind in topic) want="Topic:$name" ;; group) want="Group:$name" ;; *) want="TransactionalId:$name" ;; esac
+  apply_line "${line/ --add / --remove }" remove
+  : >"$work/guard.log"
+  start_guard
+  t0=$SECONDS
+  until grep -q "refuses $op on $want" "$work/guard.log"; do
+    ((SECONDS - t0 < 40)) || die "ACL $n removed ($op on $want): the guard did not name it: $(grep -m3 -E 'ERROR|refuses' "$work/guard.log")"
+    kill -0 "$guard_pid" 2>/dev/null || die "ACL $n removed ($op on $want): the guard exited: $(tail -n 5 "$work/guard.log")"
+    sleep 0.5
+  done
+  ! ready || die "ACL $n removed: /readyz says ready"
+  curl -s "127.0.0.1:$admin_port/readyz" | grep -q "$op on $want" || die "ACL $n removed: /readyz does not name it"
+  curl -s "127.0.0.1:$admin_port/metrics" | grep 'loopguard_kafka_access_denied{' | grep -q "$op" ||
+    die "ACL $n removed: no loopguard_kafka_access_denied series"
+  apply_line "$line" add
+  wait_ready 60
+  stop_guard
+  say "ACL $n of the guard removed: named ($op on $want), ready again once granted"
+done <"$work/guard.acls"
+
+# ---- No password anywhere.
+grep -rl "$KAFKA_SCRAM_PASSWORD_PREFIX" "$work"/*.log "$work"/*.out "$work"/*.dump "$work"/*.table "$work"/*.commands 2>/dev/null &&
+  die "a password appears in the files above"
+for toml in "$work"/guard.toml "$work"/operator.toml; do
+  "$BIN" check-config "$toml" 2>&1 | grep -q "$KAFKA_SCRAM_PASSWORD_PREFIX" && die "check-config prints the password of $toml"
+done
+say "no password in any log, dump, metric or check-config output"
+say "passed"
