@@ -16,7 +16,8 @@
 #   - no password appears in any log, metric or output of the run.
 #
 #   scripts/secured-test.sh [BIN]
-# Env: PORT (first free triple from 19300), PYTHON and TS_DIR for the client check.
+# Env: PORT (first free triple from 19300); PYTHON (a Python with the client installed)
+#      and TS_DIR (the TypeScript client, built) run clients/secured_check.sh too.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -240,8 +241,8 @@ echo "$answer" | grep -q '"answer":"verdict"' || die "beta's own flow: no verdic
 say "beta's runtime: its own flow works"
 
 # ---- The client libraries, when the caller has them installed.
-if [ -n "${PYTHON:-}" ] && [ -x clients/secured_check.sh ]; then
-  KAFKA_BOOTSTRAP_SERVERS=$B KAFKA_SECURED_ENV=$KAFKA_SECURED_ENV clients/secured_check.sh >"$work/clients.log" 2>&1 ||
+if [ -n "${PYTHON:-}" ]; then
+  KAFKA_BOOTSTRAP_SERVERS=$B KAFKA_SECURED_ENV=$KAFKA_SECURED_ENV bash clients/secured_check.sh >"$work/clients.log" 2>&1 ||
     die "the clients' secured check: $(tail -n 20 "$work/clients.log")"
   say "client libraries: $(tail -n 1 "$work/clients.log")"
 fi
@@ -266,6 +267,7 @@ while IFS= read -r line; do
     sleep 0.5
   done
   ! ready || die "ACL $n removed: /readyz says ready"
+  curl -s "127.0.0.1:$admin_port/metrics" >"$work/metrics-$n.out"
   curl -s "127.0.0.1:$admin_port/readyz" | grep -q "$op on $want" || die "ACL $n removed: /readyz does not name it"
   curl -s "127.0.0.1:$admin_port/metrics" | grep 'loopguard_kafka_access_denied{' | grep -q "$op" ||
     die "ACL $n removed: no loopguard_kafka_access_denied series"

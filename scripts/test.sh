@@ -4,7 +4,8 @@
 # KAFKA_BOOTSTRAP_SERVERS is set), a rolling restart of two guards under load on that
 # broker (scripts/scale-out.sh, short), the deployment checks (promtool, helm), the client
 # libraries' suites against that broker (Python venvs and npm, installed by the script) and
-# the alert rules on a live Prometheus (Debian's package, installed if missing); and that
+# the alert rules on a live Prometheus (Debian's package, installed if missing), the guard and
+# its clients on a secured broker of their own (scripts/secured-test.sh); and that
 # `cargo install` gives a working `loopguard`.
 #
 #   scripts/test.sh
@@ -72,6 +73,10 @@ scripts/clients-test.sh
 
 echo "== the MCP proxy between the MCP SDK's client and server, against the broker, a real serve and edge"
 scripts/mcp-proxy-test.sh
+
+echo "== a secured broker of its own (SASL_SSL, SCRAM-SHA-512, ACLs): operator, guard, two tenants, edge, hook, both clients, each guard ACL removed in turn"
+PYTHON=build/pyclient-2.16.1/bin/python TS_DIR=clients/typescript SECURED_CHECK_SETUP=0 \
+  scripts/secured-test.sh target/debug/loopguard
 
 echo "== alerts on a live stack: a real Prometheus with the project's rules, scraping a real serve"
 scripts/alerts-live-test.sh

@@ -156,14 +156,6 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
             "Write",
             "exactly-once: one transactional id per stream thread",
         );
-        add(
-            &g,
-            "transactional-id",
-            &k.transactional_id_prefix,
-            "prefixed",
-            "Describe",
-            "exactly-once: one transactional id per stream thread",
-        );
     }
     for r in &args.runtime {
         let r = principal(r)?;

@@ -143,7 +143,8 @@ impl Guard {
                 .fetch_metadata(Some(topic), timeout)
                 .map_err(unreachable)?;
             let t = md.topics().first();
-            if t.and_then(|t| t.error()).map(rdkafka::types::RDKafkaErrorCode::from)
+            if t.and_then(|t| t.error())
+                .map(rdkafka::types::RDKafkaErrorCode::from)
                 == Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed)
             {
                 return Err(ClientError::Refused {

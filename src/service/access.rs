@@ -38,6 +38,8 @@ const OP_READ: i32 = 3;
 const OP_WRITE: i32 = 4;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// The group's committed offsets: a coordinator that answers does so in milliseconds.
+const GROUP_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The topics the guard reads and writes, and how.
 fn needs(cfg: &Config) -> Vec<(&str, &'static [(&'static str, i32)])> {
@@ -88,6 +90,22 @@ pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
             }
         }
     }
+    // Tenants' verdicts topics come and go: the prefix they share is checked with a name
+    // no topic has (a principal may describe it only when the prefix grants it something).
+    if let Some(prefix) = cfg.kafka.tenant_topic_prefix() {
+        let probe_topic = format!("{prefix}loopguard-access-check");
+        let found =
+            describe_topics(probe.client(), &[&probe_topic]).map_err(AccessError::Unknown)?;
+        if matches!(
+            found.first(),
+            Some((_, Err(RDKafkaErrorCode::TopicAuthorizationFailed)))
+        ) {
+            denied.push(Denied {
+                resource: format!("Topic:{prefix}* (prefixed)"),
+                operation: "Write",
+            });
+        }
+    }
     // The group and transactional checks need the topics: their refusals first.
     if !denied.is_empty() {
         return Err(AccessError::Denied(denied));
@@ -115,15 +133,26 @@ fn group_denied(cfg: &Config) -> Result<Option<Denied>, KafkaError> {
     let consumer: BaseConsumer = c.create()?;
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(&cfg.kafka.events_topic, 0, Offset::Invalid)?;
-    match consumer.committed_offsets(tpl, TIMEOUT) {
-        Err(e) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::GroupAuthorizationFailed) => {
-            Ok(Some(Denied {
-                resource: format!("Group:{}", cfg.kafka.group_id),
-                operation: "Read",
-            }))
-        }
-        Err(e) => Err(e),
+    let refused = || Denied {
+        resource: format!("Group:{}", cfg.kafka.group_id),
+        operation: "Read",
+    };
+    let is_refusal =
+        |e: &KafkaError| e.rdkafka_error_code() == Some(RDKafkaErrorCode::GroupAuthorizationFailed);
+    match consumer.committed_offsets(tpl, GROUP_TIMEOUT) {
         Ok(_) => Ok(None),
+        Err(e) if is_refusal(&e) => Ok(Some(refused())),
+        // librdkafka retries a refused coordinator lookup until the timeout, and reports
+        // the refusal itself on the consumer's queue.
+        Err(e) => {
+            for _ in 0..10 {
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Err(p)) if is_refusal(&p) => return Ok(Some(refused())),
+                    _ => {}
+                }
+            }
+            Err(e)
+        }
     }
 }
 
