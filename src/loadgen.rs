@@ -27,6 +27,9 @@ pub struct LoadgenArgs {
     pub events_topic: String,
     #[arg(long, default_value = "agent-verdicts")]
     pub verdicts_topic: String,
+    /// A librdkafka property for every client it makes, `KEY=VALUE` (SASL, TLS); repeat.
+    #[arg(long = "property", value_name = "KEY=VALUE", global = true)]
+    pub properties: Vec<String>,
     #[command(subcommand)]
     pub mode: Mode,
 }
@@ -102,9 +105,14 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn client(bootstrap: &str) -> ClientConfig {
+fn client(args: &LoadgenArgs) -> ClientConfig {
     let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", bootstrap);
+    c.set("bootstrap.servers", &args.bootstrap_servers);
+    for p in &args.properties {
+        if let Some((k, v)) = p.split_once('=') {
+            c.set(k.trim(), v.trim());
+        }
+    }
     c
 }
 
@@ -117,7 +125,7 @@ fn produce(
     limit: usize,
     stop: &AtomicBool,
 ) -> anyhow::Result<(usize, Duration)> {
-    let producer: BaseProducer = client(&args.bootstrap_servers)
+    let producer: BaseProducer = client(args)
         .set("linger.ms", "1")
         .set("batch.num.messages", "10000")
         .set("queue.buffering.max.messages", "500000")
@@ -161,7 +169,7 @@ fn preload_file(
 ) -> anyhow::Result<(usize, Duration)> {
     use rdkafka::producer::BaseRecord;
     use std::io::BufRead;
-    let producer: BaseProducer = client(&args.bootstrap_servers)
+    let producer: BaseProducer = client(args)
         .set("linger.ms", "5")
         .set("batch.num.messages", "10000")
         .set("queue.buffering.max.messages", "500000")
@@ -264,7 +272,7 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             );
         }
         Mode::RawConsume { timeout } => {
-            let c: BaseConsumer = client(&args.bootstrap_servers)
+            let c: BaseConsumer = client(args)
                 .set("group.id", format!("loadgen-raw-{}", std::process::id()))
                 .set("auto.offset.reset", "earliest")
                 .set("enable.auto.commit", "false")
@@ -292,7 +300,7 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             );
         }
         Mode::Drain { group, timeout } => {
-            let c: BaseConsumer = client(&args.bootstrap_servers)
+            let c: BaseConsumer = client(args)
                 .set("group.id", group)
                 .set("enable.auto.commit", "false")
                 .create()?;
@@ -338,7 +346,7 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
             isolation,
         } => {
             let stop = Arc::new(AtomicBool::new(false));
-            let c: BaseConsumer = client(&args.bootstrap_servers)
+            let c: BaseConsumer = client(args)
                 .set(
                     "group.id",
                     format!("loadgen-latency-{}", std::process::id()),
@@ -362,6 +370,7 @@ fn run_blocking(args: &LoadgenArgs) -> anyhow::Result<()> {
                     bootstrap_servers: args.bootstrap_servers.clone(),
                     events_topic: args.events_topic.clone(),
                     verdicts_topic: args.verdicts_topic.clone(),
+                    properties: args.properties.clone(),
                     mode: Mode::RawConsume { timeout: 0 },
                 };
                 std::thread::spawn(move || {

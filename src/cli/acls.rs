@@ -157,53 +157,42 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
             "exactly-once: one transactional id per stream thread",
         );
     }
+    // A runtime (client, edge, hooks) publishes events and reads one verdicts topic.
+    let mut runtimes = Vec::new();
     for r in &args.runtime {
-        let r = principal(r)?;
-        add(
-            &r,
-            "topic",
-            &k.events_topic,
-            "literal",
-            "Write",
-            "publishes its agents' events",
-        );
-        add(
-            &r,
-            "topic",
-            &k.verdicts_topic,
-            "literal",
-            "Read",
+        runtimes.push((
+            principal(r)?,
+            k.verdicts_topic.clone(),
             "reads verdicts and markers",
-        );
+        ));
     }
     for t in &args.tenant_runtime {
         let (tenant, who) = t
             .split_once('=')
             .filter(|(t, _)| !t.is_empty())
             .ok_or_else(|| AclError::TenantRuntime(t.clone()))?;
-        let who = principal(who)?;
         if k.verdicts_topic_template.is_empty() {
             return Err(AclError::NoTemplate);
         }
         let topic = k
             .verdicts_topic_for(Some(tenant))
             .ok_or_else(|| AclError::TenantRuntime(t.clone()))?;
+        runtimes.push((
+            principal(who)?,
+            topic,
+            "reads its own tenant's verdicts and markers",
+        ));
+    }
+    for (who, verdicts, why) in &runtimes {
         add(
-            &who,
+            who,
             "topic",
             &k.events_topic,
             "literal",
             "Write",
             "publishes its agents' events",
         );
-        add(
-            &who,
-            "topic",
-            &topic,
-            "literal",
-            "Read",
-            "reads its own tenant's verdicts and markers",
-        );
+        add(who, "topic", verdicts, "literal", "Read", why);
     }
     if let Some(o) = &args.operator {
         let o = principal(o)?;
