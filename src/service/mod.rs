@@ -340,6 +340,12 @@ pub async fn serve(mut cfg: Config, registry: prometheus::Registry) -> anyhow::R
         let servers = cfg.kafka.bootstrap_servers.clone();
         tokio::task::spawn_blocking(move || kafka::reachable(&servers, "kafka.bootstrap_servers"))
             .await??;
+        // A missing topic or a broker that never answers ends the start here, before the
+        // admin port is taken; a refusal is waited out below, with the admin port up.
+        match kafka::ensure_topics(&cfg, None).await {
+            Err(kafka::KafkaSetupError::Denied(_)) | Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     let metrics = metrics::Metrics::new(registry, &cfg.metrics)?;
     let shared = Shared::new(metrics, &cfg.admin.debug_token);
