@@ -78,6 +78,11 @@ live_pid() {
 # registration with the controller and the requests it forwards there.
 SCRAM_USERS=(admin guard runtime runtime-b operator dlq-reader)
 declare -A PASS=()            # SCRAM user -> password (secured mode only)
+# The PLAIN listener's users: ` user_NAME="PASSWORD"` for each, the SCRAM ones' passwords.
+plain_users() {
+  local u
+  for u in "${SCRAM_USERS[@]}"; do printf ' user_%s="%s"' "$u" "${PASS[$u]}"; done
+}
 STORE_PASS='' CTRL_PASS=''    # keystore/truststore, controller PLAIN login
 
 # 24 chars of [A-Za-z0-9]: safe unquoted in JAAS strings, SCRAM specs,
@@ -144,8 +149,12 @@ inter.broker.listener.name=INTERNAL
 listener.security.protocol.map=SASL_SSL:SASL_SSL,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT
 # The global default is GSSAPI; every listener names its own below.
 sasl.enabled.mechanisms=SCRAM-SHA-512
-listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+# SCRAM-SHA-512 for every client; PLAIN (over the same TLS) too, with the same users and
+# passwords, for clients on librdkafka before 2.6.1, whose SCRAM a Kafka 4 broker refuses
+# (the service's, docs/decisions.md (gg)).
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$scram required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=$plain required$(plain_users);
 listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.internal.scram-sha-512.sasl.jaas.config=$scram required username="admin" password="${PASS[admin]}";
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
@@ -190,6 +199,8 @@ sasl.username=$u
 sasl.password=${PASS[$u]}
 ssl.ca.location=$tls/ca.pem
 EOF
+    # The same login with PLAIN, for librdkafka before 2.6.1 (the service's).
+    sed 's/^sasl.mechanisms=SCRAM-SHA-512$/sasl.mechanisms=PLAIN/' "$dir/$u.properties" >"$dir/$u.plain.properties"
     cat >"$dir/$u.java.properties" <<EOF
 bootstrap.servers=127.0.0.1:$port
 security.protocol=SASL_SSL

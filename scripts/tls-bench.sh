@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What TLS and SASL cost (issue 31): the same backlog of fleet events drained by a fresh
-# `loopguard serve` from a plaintext broker and from a SASL_SSL one (SCRAM-SHA-512,
-# StandardAuthorizer; the guard logs in as the broker's super user, so the ACL table is not
+# `loopguard serve` from a plaintext broker and from a SASL_SSL one (PLAIN over TLS: docs/
+# decisions.md (gg); StandardAuthorizer; the guard logs in as the broker's super user, so the ACL table is not
 # what is measured), each broker of its own started here, rounds alternating. Per round: the
 # drain's events/s, the guard's CPU per event (user + system from /proc, from its start to
 # the end of its drain, start-up included) and the broker's over the same span, its JIT
@@ -36,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 scripts/kafka.sh start "$plain_port" >/dev/null
 eval "$(scripts/kafka.sh start-secured "$secured_port")"
-admin=$(dirname "$KAFKA_SECURED_ENV")/clients/admin.properties
+admin=$(dirname "$KAFKA_SECURED_ENV")/clients/admin.plain.properties
 
 # The librdkafka properties of MODE's broker: none, or the admin's SASL_SSL file.
 props() {
@@ -110,7 +110,7 @@ for mode in ("plain", "secured"):
 print(f"{int(sys.argv[2]):,} events, {len(rows)//2} rounds each; load average {sys.argv[3]} before, {sys.argv[4]} after\n")
 print("| broker | events/s (median) | guard CPU per event | broker CPU per event |")
 print("|---|---:|---:|---:|")
-for mode, label in (("plain", "PLAINTEXT"), ("secured", "SASL_SSL (SCRAM-SHA-512), authorizer on")):
+for mode, label in (("plain", "PLAINTEXT"), ("secured", "SASL_SSL (PLAIN over TLS), authorizer on")):
     e, g, b = med[mode]
     print(f"| {label} | {e:,.0f} | {g / 1000:.1f} us | {b / 1000:.1f} us |")
 p, s = med["plain"], med["secured"]

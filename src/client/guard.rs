@@ -288,9 +288,7 @@ impl Guard {
             return fail_open("verdicts_refused", why.clone());
         }
         match tokio::time::timeout_at(until, delivery).await {
-            Ok(Ok(Ok(rdkafka::producer::future_producer::Delivery {
-                partition, offset, ..
-            }))) => {
+            Ok(Ok(Ok((partition, offset)))) => {
                 self.shared
                     .pending
                     .lock()

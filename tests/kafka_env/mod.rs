@@ -428,7 +428,7 @@ async fn send_record(
     }
     p.send(record, Duration::from_secs(30))
         .await
-        .map(|d| d.offset)
+        .map(|(_, offset)| offset)
         .map_err(|(e, _)| e)
 }
 
