@@ -94,6 +94,29 @@ impl Shared {
         self.debug_token.is_some()
     }
 
+    /// The one way summaries reach the debug view: `partition`'s sessions `touched` (as
+    /// `engine` has them now) and `removed`; nothing at all while the view is off (every
+    /// caller once kept its own copy of this, and the policy switch's did not check).
+    pub fn refresh_summaries(
+        &self,
+        partition: i32,
+        engine: &crate::engine::Engine,
+        touched: Vec<String>,
+        removed: Vec<String>,
+    ) {
+        if !self.keeps_summaries() {
+            return;
+        }
+        for id in touched {
+            if let Some(summary) = engine.summary(&id) {
+                self.sessions.insert(id, (partition, summary));
+            }
+        }
+        for id in removed {
+            self.sessions.remove(&id);
+        }
+    }
+
     pub fn refresh_ready(&self) {
         self.metrics.ready.set(i64::from(self.is_ready()));
         self.metrics
@@ -260,6 +283,30 @@ mod tests {
             Metrics::new(prometheus::Registry::new(), &cfg.metrics).unwrap(),
             token,
         )
+    }
+
+    #[test]
+    fn summaries_are_kept_only_while_the_debug_view_is_on() {
+        use crate::engine::event::Event;
+        let mut engine = crate::engine::Engine::new(Default::default(), Default::default());
+        let e = Event::decode(
+            br#"{"v":1,"event_id":"e1","session_id":"s1","ts":1,"type":"user_message","text":"hi"}"#,
+        )
+        .unwrap();
+        engine.handle_event(e, &mut Vec::new());
+        let off = shared("");
+        for _ in 0..3 {
+            off.refresh_summaries(0, &engine, vec!["s1".into()], vec![]);
+        }
+        assert!(
+            off.sessions.is_empty(),
+            "the debug view is off: nothing kept"
+        );
+        let on = shared("t");
+        on.refresh_summaries(2, &engine, vec!["s1".into()], vec![]);
+        assert_eq!(on.sessions.get("s1").map(|s| s.0), Some(2));
+        on.refresh_summaries(2, &engine, vec![], vec!["s1".into()]);
+        assert!(on.sessions.is_empty());
     }
 
     async fn get(app: Router, uri: &str, auth: Option<&str>) -> (StatusCode, String) {

@@ -229,17 +229,8 @@ impl Worker {
             self.shared
                 .session_counts
                 .insert(p, part.engine.session_count());
-            if !self.shared.keeps_summaries() {
-                continue;
-            }
-            for id in touched {
-                if let Some(summary) = part.engine.summary(&id) {
-                    self.shared.sessions.insert(id, (p, summary));
-                }
-            }
-            for id in removed {
-                self.shared.sessions.remove(&id);
-            }
+            self.shared
+                .refresh_summaries(p, &part.engine, touched, removed);
         }
         // Every event of the batch is covered by a marker in its own transaction.
         self.write_markers()?;

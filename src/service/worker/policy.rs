@@ -44,14 +44,8 @@ impl Worker {
         // The checkpoint of the switch is taken mid-batch: the sessions the open batch
         // changed so far must be in it as they are now, as a commit's checkpoint has them.
         let (touched, removed) = part.collect_changes();
-        for id in touched {
-            if let Some(summary) = part.engine.summary(&id) {
-                self.shared.sessions.insert(id, (partition, summary));
-            }
-        }
-        for id in removed {
-            self.shared.sessions.remove(&id);
-        }
+        self.shared
+            .refresh_summaries(partition, &part.engine, touched, removed);
         let change = part.switch_policy(
             self.producer.producer(),
             &self.cfg.kafka.state_topic,

@@ -113,11 +113,8 @@ impl Worker {
         self.shared.metrics.replayed_events.inc_by(replayed);
         // Every session now held: restored from the checkpoint or created by the re-run.
         if self.shared.keeps_summaries() {
-            for id in engine.session_ids() {
-                if let Some(summary) = engine.summary(&id) {
-                    self.shared.sessions.insert(id, (partition, summary));
-                }
-            }
+            self.shared
+                .refresh_summaries(partition, &engine, engine.session_ids(), Vec::new());
         }
         let sessions = engine.session_count();
         self.shared.session_counts.insert(partition, sessions);
