@@ -184,7 +184,9 @@ impl Worker {
             let routed = self.topics.for_tenant(
                 &self.cfg.kafka,
                 event.meta.tenant.as_deref(),
-                Instant::now(),
+                // The latest time read: a clock read per event is not needed to re-ask
+                // for a missing topic after 10 s.
+                self.now,
                 |name| topic_writable(producer, name),
             );
             match routed {
