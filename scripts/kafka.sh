@@ -9,9 +9,38 @@
 #                  PORT, ACLs enforced, throwaway CA, inter-broker PORT+2; also
 #                  prints KAFKA_SECURED_ENV=<run dir>/secured.env ("secured mode" below)
 #   stop  [PORT]   stop either kind and remove build/kafka/run-PORT
+#
+# Three-node cluster (issue 36): three combined KRaft nodes (broker+controller, node ids
+# 1..3, a controller quorum of all three), replication 3, min.insync.replicas 2 (the
+# offsets and transaction state topics too), auto-create off, short failure timeouts.
+# Port scheme: node N of the cluster at BASE (default 19800) takes clients on
+# BASE+2(N-1) and its controller listener on BASE+2(N-1)+1, so BASE..BASE+5 in all.
+# Run dirs build/kafka/run-cluster-BASE/node-N (server.properties, data/, kafka.pid,
+# server.log of the current start; the earlier starts' in server.log.old).
+#   start-cluster [BASE]   format and start the three nodes, wait until all are up, print
+#                          KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
+#   stop-cluster [BASE]    SIGTERM every node (SIGKILL after 30 s), remove the run dir
+#   kill9 BASE N           SIGKILL node N (its data stays, for `restart`)
+#   term BASE N            SIGTERM node N (controlled shutdown) and wait for its exit
+#   restart BASE N         start node N again on its data; waits until it is up
+#   leader BASE TOPIC PARTITION
+#                          node id of the partition's leader (-1 or none: no leader)
+#   controller BASE        node id of the active controller (the metadata quorum's leader)
+#   coordinator BASE TRANSACTIONAL_ID
+#                          node id of that id's transaction coordinator (the leader of its
+#                          __transaction_state partition; the id must have been used)
+#   wait-isr BASE [SECS]   wait (120 s) until every node is up and no partition is
+#                          under-replicated or without a leader
+#   elect-preferred BASE   preferred leader election on every partition (leadership does
+#                          not come back to a restarted node by itself: auto rebalance off)
+# The query commands print their answer on stdout (all else: stderr); they run Kafka's
+# own tools from the jars (TopicCommand, MetadataQuorumCommand, TransactionsCommand,
+# LeaderElectionCommand), a JVM start each (1-3 s).
 # Env: KAFKA_VERSION, KAFKA_START_TIMEOUT (s, 90), KAFKA_AUTO_CREATE_TOPICS (false),
 #      KAFKA_JVM_OPTS (extra JVM flags for the broker),
-#      KAFKA_SCRAM_PASSWORD_PREFIX (secured: password = PREFIX-USER instead of random).
+#      KAFKA_SCRAM_PASSWORD_PREFIX (secured: password = PREFIX-USER instead of random);
+#      cluster: KAFKA_CLUSTER_XMX (384m: each node's heap), KAFKA_BROKER_SESSION_MS
+#      (6000: how long a silent node keeps its partitions before the controller fences it).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -343,10 +372,295 @@ stop() {
   rm -rf "$BASE/run-$port"
 }
 
+# --- three-node cluster ------------------------------------------------------
+# Node N of the cluster at BASE: clients on BASE+2(N-1), controller on BASE+2(N-1)+1.
+cluster_run() { echo "$BASE/run-cluster-$1"; }
+node_dir() { echo "$BASE/run-cluster-$1/node-$2"; }
+node_port() { echo $(($1 + 2 * ($2 - 1))); }
+check_base() { [[ $1 =~ ^[0-9]+$ ]] || die "bad base port: $1"; }
+check_node() { [[ $1 =~ ^[123]$ ]] || die "bad node id: $1 (1, 2 or 3)"; }
+cluster_bootstrap() {
+  echo "127.0.0.1:$(node_port "$1" 1),127.0.0.1:$(node_port "$1" 2),127.0.0.1:$(node_port "$1" 3)"
+}
+
+# Pid of node N, only while that process is still ours.
+node_pid() {
+  local dir f pid
+  dir=$(node_dir "$1" "$2")
+  f=$dir/kafka.pid
+  [[ -f $f ]] || return 1
+  pid=$(<"$f")
+  [[ -n $pid ]] && alive "$pid" || return 1
+  [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") == *"$dir/server.properties"* ]] && echo "$pid"
+}
+# Up = its client port accepts and this start of it (server.log is per start) logged the
+# end of its startup: the broker has caught up with the metadata log and registered.
+node_ready() {
+  port_open "$(node_port "$1" "$2")" && grep -q 'Kafka Server started' "$(node_dir "$1" "$2")/server.log" 2>/dev/null
+}
+
+node_props() {
+  local base=$1 n=$2 dir voters
+  dir=$(node_dir "$base" "$n")
+  voters=1@127.0.0.1:$((base + 1)),2@127.0.0.1:$((base + 3)),3@127.0.0.1:$((base + 5))
+  cat <<EOF
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$voters
+EOF
+  plain_listener_props "$(node_port "$base" "$n")" $(($(node_port "$base" "$n") + 1))
+  cat <<EOF
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+# Fewer internal partitions than the default 50 (restarts load less; the tools below ask
+# the cluster for the coordinator, so no formula depends on the count).
+offsets.topic.num.partitions=6
+transaction.state.log.num.partitions=6
+transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=${KAFKA_AUTO_CREATE_TOPICS:-false}
+unclean.leader.election.enable=false
+# Leadership comes back to a restarted node only when asked (elect-preferred), so a
+# test knows when leaders move.
+auto.leader.rebalance.enable=false
+# A killed node is fenced (its partitions led elsewhere, it leaves the ISRs) after this
+# long without a heartbeat (default 9 s); a stuck follower leaves the ISR after 10 s (30 s).
+broker.session.timeout.ms=${KAFKA_BROKER_SESSION_MS:-6000}
+broker.heartbeat.interval.ms=1000
+replica.lag.time.max.ms=10000
+EOF
+}
+
+# Starts node N on its (formatted) run dir, in the background; server.log starts afresh
+# (the earlier starts' logs are appended to server.log.old).
+launch_node() {
+  local base=$1 n=$2 dir pid
+  dir=$(node_dir "$base" "$n")
+  if [[ -f $dir/server.log ]]; then cat "$dir/server.log" >>"$dir/server.log.old" && rm -f "$dir/server.log"; fi
+  # shellcheck disable=SC2086 # KAFKA_JVM_OPTS is a list of flags
+  nohup java "-Xmx${KAFKA_CLUSTER_XMX:-384m}" -Xms128m ${KAFKA_JVM_OPTS:-} \
+    "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$CP" \
+    kafka.Kafka "$dir/server.properties" </dev/null >>"$dir/stdout.log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$dir/kafka.pid"
+  say "node $n: pid $pid, 127.0.0.1:$(node_port "$base" "$n")"
+}
+
+# wait_nodes BASE TIMEOUT N...: until each node is up; a node that dies or a timeout
+# kills the nodes waited for (their run dirs stay, for the logs) and fails.
+wait_nodes() {
+  local base=$1 timeout=$2 t0=$SECONDS n pending
+  shift 2
+  while :; do
+    pending=0
+    for n in "$@"; do
+      node_ready "$base" "$n" && continue
+      pending=1
+      if ! node_pid "$base" "$n" >/dev/null || ((SECONDS - t0 >= timeout)); then
+        tail -n 40 "$(node_dir "$base" "$n")/stdout.log" "$(node_dir "$base" "$n")/server.log" >&2 2>/dev/null || true
+        for n in "$@"; do kill -KILL "$(node_pid "$base" "$n")" 2>/dev/null || true; done
+        die "node $n not up after $((SECONDS - t0))s (logs: $(node_dir "$base" "$n" | sed "s|^$ROOT/||"))"
+      fi
+    done
+    ((pending)) || break
+    sleep 0.5
+  done
+  say "node(s) $* up after $((SECONDS - t0))s"
+}
+
+start_cluster() {
+  local base=$1 n up=1 p cid dir timeout=${KAFKA_START_TIMEOUT:-90}
+  check_base "$base"
+  command -v java >/dev/null || die "java (17+) not found"
+  fetch
+  for n in 1 2 3; do node_pid "$base" "$n" >/dev/null && node_ready "$base" "$n" || up=0; done
+  if ((up)); then
+    say "cluster already running"
+    echo "KAFKA_BOOTSTRAP_SERVERS=$(cluster_bootstrap "$base")"
+    return 0
+  fi
+  stop_cluster "$base" 2>/dev/null || true
+  for ((p = base; p < base + 6; p++)); do ! port_open "$p" || die "port $p on 127.0.0.1 is already in use"; done
+  # One cluster id for the three; 16 random bytes, URL-safe (as in start).
+  cid=$(head -c16 /dev/urandom | base64 | tr -d '=\n' | tr '+/' 'xy')
+  for n in 1 2 3; do
+    dir=$(node_dir "$base" "$n")
+    mkdir -p "$dir/data"
+    node_props "$base" "$n" >"$dir/server.properties"
+    cat >"$dir/log4j2.properties" <<EOF
+appender.f.type=File
+appender.f.name=F
+appender.f.fileName=$dir/server.log
+appender.f.layout.type=PatternLayout
+appender.f.layout.pattern=[%d] %p %m (%c)%n
+rootLogger.level=INFO
+rootLogger.appenderRef.f.ref=F
+EOF
+    # Static voters (controller.quorum.voters): no --initial-controllers needed.
+    java -cp "$CP" kafka.tools.StorageTool format -t "$cid" -c "$dir/server.properties" \
+      >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "storage format of node $n failed"; }
+  done
+  # All three at once: none is up before a quorum of controllers is.
+  for n in 1 2 3; do launch_node "$base" "$n"; done
+  say "waiting up to ${timeout}s for the three nodes"
+  wait_nodes "$base" "$timeout" 1 2 3
+  echo "KAFKA_BOOTSTRAP_SERVERS=$(cluster_bootstrap "$base")"
+}
+
+# SIGTERM to every node at once (a node left alone without a controller quorum would wait
+# out its controlled shutdown), SIGKILL after 30 s, then drop the run dir.
+stop_cluster() {
+  local base=$1 n pid i left pids=()
+  check_base "$base"
+  for n in 1 2 3; do
+    if pid=$(node_pid "$base" "$n"); then pids+=("$pid"); kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  for ((i = 0; i < 60; i++)); do
+    left=0
+    for pid in ${pids[@]+"${pids[@]}"}; do ! alive "$pid" || left=1; done
+    ((left)) || break
+    sleep 0.5
+  done
+  for pid in ${pids[@]+"${pids[@]}"}; do
+    if alive "$pid"; then say "SIGKILL $pid"; kill -KILL "$pid" 2>/dev/null || true; fi
+  done
+  ((${#pids[@]} == 0)) || say "stopped the cluster at $base"
+  rm -rf "$(cluster_run "$base")"
+}
+
+# kill9|term|restart BASE N
+node_cmd() {
+  local cmd=$1 base=$2 n=$3 pid i timeout=${KAFKA_START_TIMEOUT:-90}
+  check_base "$base"
+  check_node "$n"
+  [[ -d $(node_dir "$base" "$n") ]] || die "no cluster at $base (start-cluster $base)"
+  case $cmd in
+    kill9 | term)
+      pid=$(node_pid "$base" "$n") || die "node $n is not running"
+      if [[ $cmd == kill9 ]]; then
+        kill -KILL "$pid" 2>/dev/null || true
+      else
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 120; i++)); do alive "$pid" || break; sleep 0.5; done
+        if alive "$pid"; then say "node $n: no exit 60 s after SIGTERM: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
+      fi
+      for ((i = 0; i < 40; i++)); do alive "$pid" || break; sleep 0.25; done
+      ! alive "$pid" || die "node $n (pid $pid) did not die"
+      say "node $n: $cmd done"
+      ;;
+    restart)
+      ! node_pid "$base" "$n" >/dev/null || die "node $n is still running"
+      ! port_open "$(node_port "$base" "$n")" || die "port $(node_port "$base" "$n") still in use"
+      launch_node "$base" "$n"
+      wait_nodes "$base" "$timeout" "$n"
+      ;;
+  esac
+}
+
+# Kafka's command line tools, quiet (warnings and errors to stderr), in a small JVM.
+tool() {
+  local conf=$BASE/$KAFKA_VERSION/tools-log4j2.properties
+  [[ -f $conf ]] || printf '%s\n' appender.e.type=Console appender.e.name=E \
+    appender.e.target=SYSTEM_ERR appender.e.layout.type=PatternLayout rootLogger.level=WARN \
+    rootLogger.appenderRef.e.ref=E >"$conf"
+  java -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC "-Dlog4j2.configurationFile=$conf" -cp "$CP" "$@"
+}
+need_args() { (($1 == $2)) || usage; }
+
+# leader BASE TOPIC PARTITION. TopicCommand's describe line per partition is
+# "Topic: T<TAB>Partition: P<TAB>Leader: L<TAB>Replicas: ...<TAB>Isr: ...".
+leader_of() {
+  local base=$1 topic=$2 part=$3 out l
+  check_base "$base"
+  out=$(tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap "$base")" \
+    --describe --topic "$topic") || die "describing $topic failed"
+  l=$(awk -F'\t' -v p="$part" '{ delete f; for (i = 1; i <= NF; i++) { split($i, kv, ": "); gsub(/^ +/, "", kv[1]); f[kv[1]] = kv[2] }
+    if (("Partition" in f) && f["Partition"] == p && ("Leader" in f)) { print f["Leader"]; exit } }' <<<"$out")
+  [[ -n $l ]] || die "no partition $part of $topic in: $out"
+  echo "$l"
+}
+
+# controller BASE: MetadataQuorumCommand's "LeaderId: N".
+controller_of() {
+  local base=$1 out l
+  check_base "$base"
+  out=$(tool org.apache.kafka.tools.MetadataQuorumCommand --bootstrap-server "$(cluster_bootstrap "$base")" \
+    describe --status) || die "describing the metadata quorum failed"
+  l=$(awk '$1 == "LeaderId:" { print $2; exit }' <<<"$out")
+  [[ -n $l ]] || die "no LeaderId in: $out"
+  echo "$l"
+}
+
+# coordinator BASE TRANSACTIONAL_ID: TransactionsCommand describe prints a header row
+# (CoordinatorId, TransactionalId, ...) and a row of values, tab-separated.
+coordinator_of() {
+  local base=$1 id=$2 out c
+  check_base "$base"
+  out=$(tool org.apache.kafka.tools.TransactionsCommand --bootstrap-server "$(cluster_bootstrap "$base")" \
+    describe --transactional-id "$id") || die "describing transactional id $id failed"
+  c=$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^ *CoordinatorId *$/) col = i; next }
+    col { v = $col; gsub(/ /, "", v); print v; exit }' <<<"$out")
+  [[ -n $c ]] || die "no CoordinatorId in: $out"
+  echo "$c"
+}
+
+# wait-isr BASE SECS: every node up (this start) and no partition under-replicated (an
+# ISR smaller than the replicas) nor without a leader.
+wait_isr() {
+  local base=$1 timeout=$2 t0=$SECONDS n out
+  check_base "$base"
+  while :; do
+    out=
+    for n in 1 2 3; do node_ready "$base" "$n" || out="node $n not up"; done
+    if [[ -z $out ]]; then
+      out=$(tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap "$base")" \
+        --describe --under-replicated-partitions 2>&1 &&
+        tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap "$base")" \
+          --describe --unavailable-partitions 2>&1) || out="describe failed: $out"
+    fi
+    [[ -z $out ]] && break
+    ((SECONDS - t0 < timeout)) || die "ISRs not full after ${timeout}s: $(head -n 5 <<<"$out")"
+    sleep 1
+  done
+  say "ISRs full after $((SECONDS - t0))s"
+}
+
+# elect-preferred BASE: leadership back to each partition's first replica.
+elect_preferred() {
+  local base=$1 out
+  check_base "$base"
+  out=$(tool org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$(cluster_bootstrap "$base")" \
+    --election-type PREFERRED --all-topic-partitions 2>&1) || { echo "$out" >&2; die "preferred leader election failed"; }
+  say "preferred leaders: $(grep -c . <<<"$out") line(s) of output"
+}
+
+usage() {
+  cat >&2 <<EOF
+usage: $0 fetch | start [PORT] | start-secured [PORT] | stop [PORT]
+       $0 start-cluster [BASE] | stop-cluster [BASE] | kill9|term|restart BASE N
+       $0 leader BASE TOPIC PARTITION | controller BASE | coordinator BASE TRANSACTIONAL_ID
+       $0 wait-isr BASE [SECS] | elect-preferred BASE
+EOF
+  exit 2
+}
+
 case ${1:-} in
   fetch) fetch; say "jars in ${LIB#"$ROOT"/}" ;;
   start) start "${2:-19092}" ;;
   start-secured) start "${2:-19092}" secured ;;
   stop) stop "${2:-19092}" ;;
-  *) echo "usage: $0 fetch | start [PORT] | start-secured [PORT] | stop [PORT]" >&2; exit 2 ;;
+  start-cluster) start_cluster "${2:-19800}" ;;
+  stop-cluster) stop_cluster "${2:-19800}" ;;
+  kill9 | term | restart) need_args $# 3; node_cmd "$1" "$2" "$3" ;;
+  leader) need_args $# 4; leader_of "$2" "$3" "$4" ;;
+  controller) need_args $# 2; controller_of "$2" ;;
+  coordinator) need_args $# 3; coordinator_of "$2" "$3" ;;
+  wait-isr) (($# == 2 || $# == 3)) || usage; wait_isr "$2" "${3:-120}" ;;
+  elect-preferred) need_args $# 2; elect_preferred "$2" ;;
+  *) usage ;;
 esac

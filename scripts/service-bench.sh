@@ -53,7 +53,7 @@ broker=$(broker_pid)
 # group.initial.rebalance.delay.ms=0); the load would then land on a hand-over. Its
 # commits are logged (debug) for the checkpoint sizes.
 start_guard() {
-  RUST_LOG=${RUST_LOG:-info,rdkafka=warn,loopguard::service::worker::commit=debug} "$BIN" serve >"$work/$tag.serve.log" 2>&1 &
+  RUST_LOG=${RUST_LOG:-info,rdkafka=warn,loopguard::service::stream::worker::commit=debug} "$BIN" serve >"$work/$tag.serve.log" 2>&1 &
   guard=$!
   local threads=${LOOPGUARD__KAFKA__THREADS:-$(nproc)}
   [ "$threads" -gt "$PARTITIONS" ] && threads=$PARTITIONS

@@ -6,7 +6,7 @@ use crate::engine::event::Event;
 use crate::engine::policy::PolicySet;
 use crate::engine::verdict::Verdict;
 use crate::fleet;
-use crate::service::{self, admin::Shared, embedded::EmbeddedKafka, judged, metrics::Metrics};
+use crate::service::{self, records::marker as judged, Instance};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -42,7 +42,7 @@ pub fn publish(
         if stop.load(Ordering::Acquire) {
             break;
         }
-        crate::service::kafka::publish_event(producer, topic, e)?;
+        crate::service::kafka::publish::publish_event(producer, topic, e)?;
         sent += 1;
         if !gap.is_zero() {
             std::thread::sleep(gap);
@@ -136,17 +136,13 @@ pub async fn run(
     registry: prometheus::Registry,
     opts: DemoOptions,
 ) -> anyhow::Result<()> {
-    let _embedded = if cfg.kafka.bootstrap_servers.is_empty() {
-        let k = EmbeddedKafka::start(&cfg)?;
-        cfg.kafka.bootstrap_servers = k.bootstrap_servers();
-        if !opts.fleet_only {
-            print!("{}", try_a_client(&cfg.kafka.bootstrap_servers));
-        }
-        Some(k)
-    } else {
-        service::kafka::ensure_topics(&cfg, Some(cfg.kafka.embedded_partitions.get())).await?;
-        None
-    };
+    let embedded = Instance::embedded_broker(&mut cfg)?;
+    if embedded.is_none() {
+        service::kafka::topics::ensure_topics(&cfg, Some(cfg.kafka.embedded_partitions.get()))
+            .await?;
+    } else if !opts.fleet_only {
+        print!("{}", try_a_client(&cfg.kafka.bootstrap_servers));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -186,21 +182,11 @@ pub async fn run(
              (written with enforce false, never acted on; docs/tuning.md)"
         );
     }
-    let metrics = Metrics::new(registry, &cfg.metrics)?;
-    let loop_cost = metrics.loop_cost.clone();
-    let shared = Shared::new(metrics, &cfg.admin.debug_token);
-    let listener = service::admin::bind(cfg.admin.listen).await?;
-    let admin = listener.local_addr()?;
+    let mut instance = Instance::open(&cfg, registry, embedded).await?;
+    let admin = instance.admin;
     println!("loopguard demo: metrics on http://{admin}/metrics");
-    let app = service::admin::router(shared.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
     let cfg = Arc::new(cfg);
-    let guard = {
-        let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
-        std::thread::spawn(move || service::run_stream_threads(cfg, shared, stop))
-    };
+    instance.start(cfg.clone());
     let viewer = {
         let (cfg, stop) = (cfg.clone(), stop.clone());
         std::thread::spawn(move || -> anyhow::Result<Viewed> {
@@ -253,9 +239,7 @@ pub async fn run(
     let seen = viewer
         .join()
         .map_err(|_| anyhow::anyhow!("viewer panicked"))??;
-    guard
-        .join()
-        .map_err(|_| anyhow::anyhow!("guard panicked"))??;
+    instance.stop().await?;
     println!(
         "{} verdicts shown; {} judged-through markers cover {} of the {sent} events (a runtime's call \
          that gets no verdict returns at its marker, not at its deadline). Metrics were at http://{admin}/metrics",
@@ -265,7 +249,7 @@ pub async fn run(
     );
     // The guard's own counters (loopguard_loop_tokens_total, …): the fleet's runtimes send
     // `usage` on every response end.
-    print!("{}", loop_cost.summary().render());
+    print!("{}", instance.shared.metrics.loop_cost.summary().render());
     Ok(())
 }
 

@@ -153,10 +153,10 @@ fn produce(
             }
         }
         e.meta.ts_ms = now_ms();
-        crate::service::kafka::publish_event(&producer, &args.events_topic, &e)?;
+        crate::service::kafka::publish::publish_event(&producer, &args.events_topic, &e)?;
         sent += 1;
     }
-    crate::service::kafka::flush_within(&producer, Duration::from_secs(30))?;
+    crate::service::kafka::publish::flush_within(&producer, Duration::from_secs(30))?;
     Ok((sent, started.elapsed()))
 }
 
@@ -197,10 +197,10 @@ fn preload_file(
             }
         }
         let record = BaseRecord::to(&args.events_topic).key(&key).payload(&line);
-        crate::service::kafka::send_waiting(&producer, record);
+        crate::service::kafka::publish::send_waiting(&producer, record);
         n += 1;
     }
-    crate::service::kafka::flush_within(&producer, Duration::from_secs(60))?;
+    crate::service::kafka::publish::flush_within(&producer, Duration::from_secs(60))?;
     Ok((n, started.elapsed()))
 }
 

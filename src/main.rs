@@ -346,7 +346,7 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
 /// message), 1 for any other failure; 2 is for invalid input, before anything runs.
 fn failure_code(e: &anyhow::Error) -> u8 {
     use loopguard::cli::topics::TopicsError;
-    use loopguard::service::kafka::KafkaSetupError;
+    use loopguard::service::kafka::topics::KafkaSetupError;
     let unreachable = e.chain().any(|cause| {
         cause
             .downcast_ref::<KafkaSetupError>()
@@ -471,7 +471,9 @@ fn replay(
     let changes = match policy_changes.map(|path| {
         std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {path}: {e}"))
-            .and_then(|text| loopguard::service::policy_record::PolicyTimeline::read(&text))
+            .and_then(|text| {
+                loopguard::service::records::policy_change::PolicyTimeline::read(&text)
+            })
     }) {
         None => Default::default(),
         Some(Ok(t)) => t,

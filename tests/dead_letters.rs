@@ -4,7 +4,7 @@
 //! a dead letter that fits the limit, with every part bounded.
 
 use loopguard::engine::event::DecodeError;
-use loopguard::service::dlq::{
+use loopguard::service::records::dead_letter::{
     read_event, DeadLetter, Rejected, Source, MAX_ERROR_BYTES, MAX_KEY_BYTES, MIN_LIMIT,
 };
 use proptest::prelude::*;

@@ -15,7 +15,7 @@ use loopguard::engine::event::Event;
 use loopguard::engine::policy::PolicySet;
 use loopguard::engine::verdict::Verdict;
 use loopguard::engine::{Engine, Limits};
-use loopguard::service::policy_record::{is_policy_key, PolicyChange, PolicyTimeline};
+use loopguard::service::records::policy_change::{is_policy_key, PolicyChange, PolicyTimeline};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;

@@ -6,7 +6,7 @@
 use crate::config::Config;
 use crate::engine::policy::PolicySet;
 use crate::service::policy_feed::{Published, POLICY_RECORD_KEY};
-use crate::service::policy_record::{is_policy_key, PolicyChange};
+use crate::service::records::policy_change::{is_policy_key, PolicyChange};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -23,7 +23,7 @@ pub enum PolicyCliError {
     Kafka(String),
     /// The broker named with where its address was given; unreachable is exit code 3.
     #[error(transparent)]
-    Setup(#[from] crate::service::kafka::KafkaSetupError),
+    Setup(#[from] crate::service::kafka::topics::KafkaSetupError),
     #[error("admin endpoint {addr}: {why}")]
     Admin { addr: SocketAddr, why: String },
 }
@@ -42,7 +42,7 @@ impl PolicyCliError {
 
 /// The broker at `kafka.bootstrap_servers` takes connections, or the error naming it.
 fn reachable(cfg: &Config) -> Result<(), PolicyCliError> {
-    Ok(crate::service::kafka::reachable(
+    Ok(crate::service::kafka::topics::reachable(
         &cfg.kafka.bootstrap_servers,
         SETTING,
     )?)
@@ -132,11 +132,13 @@ pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError
 }
 
 fn unanswered(cfg: &Config, why: &str) -> PolicyCliError {
-    PolicyCliError::Setup(crate::service::kafka::KafkaSetupError::Unreachable {
-        servers: cfg.kafka.bootstrap_servers.clone(),
-        setting: SETTING,
-        why: format!("the policy record was not acknowledged ({why})"),
-    })
+    PolicyCliError::Setup(
+        crate::service::kafka::topics::KafkaSetupError::Unreachable {
+            servers: cfg.kafka.bootstrap_servers.clone(),
+            setting: SETTING,
+            why: format!("the policy record was not acknowledged ({why})"),
+        },
+    )
 }
 
 /// Where the one publication landed (offset) or why not.
@@ -169,11 +171,11 @@ pub fn history(
     use rdkafka::{Offset, TopicPartitionList};
     let kafka = |e: rdkafka::error::KafkaError| PolicyCliError::Kafka(e.to_string());
     reachable(cfg)?;
-    let consumer: BaseConsumer = crate::service::kafka::state_reader_config(cfg)
+    let consumer: BaseConsumer = crate::service::kafka::settings::state_reader_config(cfg)
         .create()
         .map_err(kafka)?;
     let topic = &cfg.kafka.state_topic;
-    let partitions = crate::service::kafka::partition_count(&consumer, topic)
+    let partitions = crate::service::kafka::topics::partition_count(&consumer, topic)
         .map_err(|e| PolicyCliError::Setup(e.naming(&cfg.kafka.bootstrap_servers, SETTING)))?
         .ok_or_else(|| PolicyCliError::Kafka(format!("no topic {topic}")))?;
     let mut tpl = TopicPartitionList::new();

@@ -3,7 +3,7 @@
 //! it only checks its partition count.
 
 use crate::config::Config;
-use crate::service::kafka::{partition_count, reachable};
+use crate::service::kafka::topics::{partition_count, reachable};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -22,7 +22,7 @@ pub enum TopicsError {
     #[error("kafka: {0}")]
     Kafka(rdkafka::error::KafkaError),
     #[error(transparent)]
-    Check(#[from] crate::service::kafka::KafkaSetupError),
+    Check(#[from] crate::service::kafka::topics::KafkaSetupError),
     #[error("cannot create topic `{topic}`: {code}")]
     Create {
         topic: String,

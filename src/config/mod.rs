@@ -59,7 +59,7 @@ pub struct KafkaConfig {
     pub queue_max_messages: NonZeroUsize,
     pub queue_max_kbytes: NonZeroUsize,
     pub embedded_partitions: NonZeroUsize,
-    /// Where the embedded broker listens (its front door; `service::embedded`).
+    /// Where the embedded broker listens (its front door; `service::kafka::embedded`).
     pub embedded_listen: SocketAddr,
     /// Stream threads, each its own consumer in the group and its own transactional
     /// producer; 0: the cores available to the process (`Config::stream_threads`).
@@ -74,7 +74,7 @@ pub struct KafkaConfig {
     /// ready, and at the latest this many ms after the first event they cover.
     pub judged_max_ms: u64,
     /// Under a backlog, markers and commits may be spaced up to this share (percent) of
-    /// how long the events waited in the topic (`service::worker::pace`); 0: never.
+    /// how long the events waited in the topic (`service::stream::worker::pace`); 0: never.
     pub backlog_pace_percent: u64,
     #[serde(default)]
     pub properties: BTreeMap<String, Value>,
@@ -196,16 +196,64 @@ impl Config {
             .collect()
     }
 
-    /// The largest record the guard writes to the dead-letter topic.
+    /// The largest record the guard writes to the dead-letter topic: the configured
+    /// `dlq_max_bytes`, and never more than what the producer accepts (`message.max.bytes`).
     pub fn dlq_limit(&self) -> usize {
         let producer = self
             .kafka_properties()
             .into_iter()
             .find(|(k, _)| k == "message.max.bytes")
             .and_then(|(_, v)| v.trim().parse().ok());
-        crate::service::dlq::limit(self.kafka.dlq_max_bytes, producer)
+        dlq_limit(self.kafka.dlq_max_bytes, producer)
     }
 }
+
+/// The smallest `kafka.dlq_max_bytes` accepted: room for a minimal dead letter.
+pub const MIN_DLQ_LIMIT: usize = 4096;
+/// librdkafka's default `message.max.bytes`.
+pub const PRODUCER_DEFAULT_MAX_BYTES: usize = 1_000_000;
+
+/// The dead-letter limit from `dlq_max_bytes` and the producer's `message.max.bytes`.
+pub fn dlq_limit(dlq_max_bytes: usize, producer_max_bytes: Option<usize>) -> usize {
+    dlq_max_bytes.min(producer_max_bytes.unwrap_or(PRODUCER_DEFAULT_MAX_BYTES))
+}
+
+/// The librdkafka settings the guard's guarantees rest on, with what decides each:
+/// `kafka.properties` may not name them (the configuration is refused), and every other
+/// property wins over the guard's own tuning (docs/service.md, "Client settings").
+pub const GUARD_OWNED_PROPERTIES: [(&str, &str); 10] = [
+    ("bootstrap.servers", "set kafka.bootstrap_servers"),
+    ("group.id", "set kafka.group_id"),
+    ("transactional.id", "set kafka.transactional_id_prefix"),
+    (
+        "enable.idempotence",
+        "set by the guard: no lost or doubled verdicts",
+    ),
+    (
+        "isolation.level",
+        "set by the guard: it reads committed records only",
+    ),
+    (
+        "enable.auto.commit",
+        "set by the guard: offsets commit with the verdicts",
+    ),
+    (
+        "enable.auto.offset.store",
+        "set by the guard: offsets commit with the verdicts",
+    ),
+    (
+        "auto.offset.reset",
+        "set by the guard: a new group judges every event",
+    ),
+    (
+        "enable.partition.eof",
+        "set by the guard: restores wait for partition ends",
+    ),
+    (
+        "partition.assignment.strategy",
+        "set by the guard: its rebalance callbacks are incremental",
+    ),
+];
 
 /// The sections of a configuration file.
 pub const SECTIONS: [&str; 5] = ["kafka", "admin", "metrics", "engine", "policy"];
@@ -342,7 +390,14 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
                 "[kafka]: verdicts_topic_template `{t}` must hold `{TENANT}` once, after a prefix (e.g. \"agent-verdicts.{TENANT}\")"
             ));
         }
-        let min = crate::service::dlq::MIN_LIMIT;
+        for key in k.properties.keys() {
+            if let Some((_, why)) = GUARD_OWNED_PROPERTIES.iter().find(|(o, _)| o == key) {
+                problems.push(format!(
+                    "[kafka.properties]: `{key}` cannot be set here ({why})"
+                ));
+            }
+        }
+        let min = MIN_DLQ_LIMIT;
         if k.dlq_max_bytes < min {
             problems.push(format!("[kafka]: dlq_max_bytes must be >= {min}"));
         }

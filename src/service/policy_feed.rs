@@ -4,7 +4,8 @@
 //! its partitions applies before its next event (recorded: `policy_record`). An invalid one
 //! is refused whole: the one in force stays, the log names the key, a metric counts it.
 
-use super::admin::Shared;
+use super::kafka::settings::policy_reader_config;
+use super::metrics::Metrics;
 use crate::config::Config;
 use crate::engine::policy::PolicySet;
 use dashmap::DashMap;
@@ -139,13 +140,17 @@ impl PolicyFeed {
 }
 
 /// The reader: follows the policy topic until `stop`; offers every record in order.
-pub fn run_policy_reader(cfg: &Config, shared: &Shared, stop: &AtomicBool) -> anyhow::Result<()> {
-    let consumer: BaseConsumer = super::kafka::policy_reader_config(cfg).create()?;
+pub fn run_policy_reader(
+    cfg: &Config,
+    feed: &PolicyFeed,
+    metrics: &Metrics,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let consumer: BaseConsumer = policy_reader_config(cfg).create()?;
     let topic = &cfg.kafka.policy_topic;
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
     consumer.assign(&tpl)?;
-    let feed = &shared.policy;
     let mut end = None;
     let started = Instant::now();
     while !stop.load(Ordering::Acquire) {
@@ -162,7 +167,7 @@ pub fn run_policy_reader(cfg: &Config, shared: &Shared, stop: &AtomicBool) -> an
         }
         let msg = consumer.poll(Duration::from_millis(200));
         if let Some(Ok(m)) = &msg {
-            handle(feed, shared, m.offset(), m.payload());
+            handle(feed, metrics, m.offset(), m.payload());
             if end.is_some_and(|e| m.offset() + 1 >= e) {
                 feed.mark_caught_up();
             }
@@ -186,8 +191,7 @@ fn position_at_end(consumer: &BaseConsumer, topic: &str, end: Option<i64>) -> bo
 }
 
 /// One record: applied or refused, logged and counted once.
-fn handle(feed: &PolicyFeed, shared: &Shared, offset: i64, payload: Option<&[u8]>) {
-    let m = &shared.metrics;
+fn handle(feed: &PolicyFeed, m: &Metrics, offset: i64, payload: Option<&[u8]>) {
     match feed.offer(offset, payload) {
         Ok(live) => {
             m.on_policy_applied(live.version());

@@ -30,7 +30,7 @@ impl Env {
             .env(
                 "RUST_LOG",
                 std::env::var("LOOPGUARD_TEST_RUST_LOG")
-                    .unwrap_or_else(|_| "warn,loopguard::service::worker=info".into()),
+                    .unwrap_or_else(|_| "warn,loopguard::service::stream::worker=info".into()),
             )
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,10 +1,11 @@
-//! Kafka client settings and topic checks: consumer, transactional producer, state reader,
-//! and creating the guard's topics partitioned like the events topic.
+//! The guard's topics on the broker: is it reachable, do the topics exist with the events
+//! topic's partition count (creating what is missing), and the errors that say why not.
 
-use crate::config::{Config, Delivery};
+use super::access::Denied;
+use super::settings::base_config;
+use crate::config::Config;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use std::time::Duration;
 use thiserror::Error;
@@ -22,7 +23,7 @@ pub enum KafkaSetupError {
         why: String,
     },
     #[error(transparent)]
-    Denied(super::access::Denied),
+    Denied(Denied),
     #[error("topic `{0}` does not exist: create the guard's topics with `loopguard topics create --partitions N` (same configuration)")]
     MissingTopic(String),
     #[error("topic `{topic}` has {found} partitions; it must match the events topic's {expected}")]
@@ -126,111 +127,6 @@ fn connect(server: &str) -> Result<(), String> {
     Err(last)
 }
 
-/// The broker and the configuration's `kafka.properties`, for the clients that add their own settings.
-pub fn base_config(cfg: &Config) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
-    for (k, v) in cfg.kafka_properties() {
-        c.set(k, v);
-    }
-    c
-}
-
-/// The reader of the policy topic: no group (assigned its one partition, from the start),
-/// committed records only.
-pub fn policy_reader_config(cfg: &Config) -> ClientConfig {
-    let mut c = base_config(cfg);
-    c.set("group.id", format!("{}-policy-reader", cfg.kafka.group_id))
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("isolation.level", "read_committed")
-        .set("fetch.wait.max.ms", "200");
-    c
-}
-
-/// The group consumer of the events topic.
-pub fn consumer_config(cfg: &Config) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
-        .set("group.id", &cfg.kafka.group_id)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("isolation.level", "read_committed")
-        .set("partition.assignment.strategy", "cooperative-sticky")
-        .set("session.timeout.ms", "10000")
-        .set("heartbeat.interval.ms", "1000")
-        .set("statistics.interval.ms", "5000")
-        // A long poll: the broker answers as soon as an event arrives, so the wait costs no
-        // latency; at 10 ms an idle guard's two stream threads made the broker spend
-        // 0.13-0.39 cores on empty fetches (docs/benchmarks.md, "Judged-through markers").
-        .set("fetch.wait.max.ms", "500")
-        // librdkafka waits this long before fetching again once a partition's queue is over
-        // `queued.min.messages`; its 1 s default starved the guard between batches (it
-        // drained the queue in a fraction of that): 12,000 events/s instead of 36,000.
-        .set("fetch.queue.backoff.ms", "10")
-        .set(
-            "queued.max.messages.kbytes",
-            cfg.kafka.queue_max_kbytes.to_string(),
-        )
-        .set(
-            "queued.min.messages",
-            cfg.kafka.queue_max_messages.to_string(),
-        );
-    for (k, v) in cfg.kafka_properties() {
-        c.set(k, v);
-    }
-    c
-}
-
-/// The producer of verdicts, state and dead letters.
-pub fn producer_config(cfg: &Config, instance: &str) -> ClientConfig {
-    let mut c = base_config(cfg);
-    c.set("enable.idempotence", "true")
-        .set("linger.ms", "1")
-        .set("compression.type", "lz4")
-        .set("queue.buffering.max.messages", "100000")
-        // The first AddPartitionsToTxn of a transaction begun right after a commit is
-        // refused with CONCURRENT_TRANSACTIONS while the broker writes the previous one's
-        // markers; librdkafka retries after this backoff (100 ms by default), which made
-        // commits ~80 % of the guard's time (docs/benchmarks.md, "Commit cadence").
-        .set("retry.backoff.ms", "10");
-    if cfg.kafka.delivery == Delivery::ExactlyOnce {
-        c.set(
-            "transactional.id",
-            format!("{}-{instance}", cfg.kafka.transactional_id_prefix),
-        )
-        .set("transaction.timeout.ms", "30000");
-    }
-    for (k, v) in cfg.kafka_properties() {
-        c.set(k, v);
-    }
-    c
-}
-
-/// A group-less reader of the state topic (read_committed, reports partition ends).
-pub fn state_reader_config(cfg: &Config) -> ClientConfig {
-    let mut c = base_config(cfg);
-    c.set("group.id", format!("{}-state-reader", cfg.kafka.group_id))
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        // A restore waits for each partition's end: the broker's default 500 ms wait
-        // for more data was most of a restore's time.
-        .set("fetch.wait.max.ms", "10")
-        .set("fetch.error.backoff.ms", "10")
-        .set("auto.offset.reset", "earliest");
-    c
-}
-
-/// The state reader's probe for high watermarks: read_uncommitted, so it is told the end
-/// of the log, not the last stable offset.
-pub fn state_probe_config(cfg: &Config) -> ClientConfig {
-    let mut c = state_reader_config(cfg);
-    c.set("isolation.level", "read_uncommitted");
-    c
-}
-
 /// Partitions of `topic`, or None when it does not exist.
 pub fn partition_count(
     client: &BaseConsumer,
@@ -244,7 +140,7 @@ pub fn partition_count(
         .map(rdkafka::types::RDKafkaErrorCode::from)
         == Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed);
     if refused {
-        return Err(KafkaSetupError::Denied(super::access::Denied {
+        return Err(KafkaSetupError::Denied(Denied {
             resource: format!("Topic:{topic}"),
             operation: "Describe",
         }));
@@ -346,85 +242,9 @@ async fn create(
     Ok(())
 }
 
-/// Publishes one event as a runtime does: JSON value, keyed by its session, waiting for
-/// queue space rather than dropping it (used by `demo` and `loadgen`).
-pub fn publish_event(
-    producer: &rdkafka::producer::BaseProducer,
-    topic: &str,
-    event: &crate::engine::event::Event,
-) -> anyhow::Result<()> {
-    use rdkafka::producer::BaseRecord;
-    let payload = serde_json::to_vec(&event.to_wire())?;
-    let record = BaseRecord::to(topic)
-        .key(event.meta.session_id.as_bytes())
-        .payload(&payload);
-    send_waiting(producer, record);
-    Ok(())
-}
-
-/// Sends `record`, waiting for room in the producer's queue instead of failing.
-pub fn send_waiting<K, P>(
-    producer: &rdkafka::producer::BaseProducer,
-    mut record: rdkafka::producer::BaseRecord<'_, K, P>,
-) where
-    K: rdkafka::message::ToBytes + ?Sized,
-    P: rdkafka::message::ToBytes + ?Sized,
-{
-    loop {
-        match producer.send(record) {
-            Ok(()) => break,
-            Err((_, r)) => {
-                producer.poll(Duration::from_millis(5));
-                record = r;
-            }
-        }
-    }
-    producer.poll(Duration::ZERO);
-}
-
-/// Waits until every record `producer` holds is acknowledged (its delivery reports
-/// served), for at most `timeout` of wall time. rust-rdkafka's `flush` charges each report
-/// it serves a whole poll interval (100 ms): after a stall of the broker, 600 reports due at
-/// once used up 60 s of it in half a second and a paced load failed ("Flush error").
-pub fn flush_within<C: rdkafka::producer::ProducerContext>(
-    producer: &rdkafka::producer::BaseProducer<C>,
-    timeout: Duration,
-) -> rdkafka::error::KafkaResult<()> {
-    use rdkafka::producer::Producer;
-    let deadline = std::time::Instant::now() + timeout;
-    while producer.in_flight_count() > 0 {
-        let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
-            break;
-        };
-        producer.poll(left.min(Duration::from_millis(100)));
-    }
-    producer.flush(Duration::ZERO)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The deadline is wall time: a record no broker takes is waited for that long.
-    #[test]
-    fn flush_within_waits_its_whole_timeout_for_a_record_nobody_takes() {
-        use rdkafka::producer::{BaseProducer, BaseRecord};
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", "127.0.0.1:1")
-            .set("log_level", "0")
-            .create()
-            .unwrap();
-        producer
-            .send(BaseRecord::to("t").key("k").payload("v"))
-            .unwrap();
-        let started = std::time::Instant::now();
-        assert!(flush_within(&producer, Duration::from_millis(300)).is_err());
-        let took = started.elapsed();
-        assert!(
-            took >= Duration::from_millis(300) && took < Duration::from_secs(5),
-            "{took:?}"
-        );
-    }
 
     #[test]
     fn a_listening_address_is_reachable_with_or_without_a_protocol() {

@@ -7,7 +7,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl Worker {
     /// After a failed commit: reload every assigned partition from the committed state and
@@ -16,13 +16,25 @@ impl Worker {
     /// mid-restore) is assigned without being held, and its consumer position is past
     /// records no engine has seen. A failed rewind leaves nothing half done that the next
     /// one does not redo.
+    /// A failed rewind stays owed (`take_next` asks for it again).
     pub fn rewind<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+    ) -> Result<(), KafkaError> {
+        let result = self.rewind_once(consumer);
+        if result.is_err() {
+            self.rewind_owed = true;
+        }
+        result
+    }
+
+    fn rewind_once<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
     ) -> Result<(), KafkaError> {
         self.abort();
         // A commit in flight that failed just now is covered by this rewind.
-        self.needs_rewind = false;
+        self.rewind_owed = false;
         if self.retries.pending_strike() {
             if let Err(e) = self.producer.renew() {
                 self.note_fenced(&e);
@@ -87,49 +99,6 @@ impl Worker {
     }
 }
 
-/// How a failed rewind is retried: without bound while the broker is away or busy (it will
-/// answer again), for `REWIND_GIVE_UP` when the error says something else (authorization,
-/// a missing topic, a refused seek), never when waiting cannot mend it (a destroyed broker
-/// handle, which `committed` already asked for 20 s: an exit lets a fresh process or
-/// another instance take over).
-#[derive(Debug, PartialEq, Eq)]
-pub enum RewindRetry {
-    Unbounded,
-    Bounded,
-    Never,
-}
-
-/// How long a rewind failing with an error other than the broker's absence is retried.
-pub const REWIND_GIVE_UP: Duration = Duration::from_secs(120);
-
-pub fn rewind_retry(e: &KafkaError) -> RewindRetry {
-    use rdkafka::types::RDKafkaErrorCode as C;
-    match e.rdkafka_error_code() {
-        Some(C::BrokerDestroy) => RewindRetry::Never,
-        Some(C::UnstableOffsetCommit | C::RebalanceInProgress) => RewindRetry::Unbounded,
-        _ if crate::service::retry::broker_away(e) => RewindRetry::Unbounded,
-        _ => RewindRetry::Bounded,
-    }
-}
-
-/// Whether a failed rewind ends the stream thread (the reason when it does), by
-/// `rewind_retry`; `failing_since` is when the bounded kind of failure began.
-pub fn rewind_gives_up(e: &KafkaError, failing_since: &mut Option<Instant>) -> Option<String> {
-    match rewind_retry(e) {
-        RewindRetry::Never => Some(format!("rewinding to the last commit: {e}")),
-        RewindRetry::Unbounded => None,
-        RewindRetry::Bounded => {
-            let since = *failing_since.get_or_insert_with(Instant::now);
-            (since.elapsed() > REWIND_GIVE_UP).then(|| {
-                format!(
-                    "rewinding to the last commit failed for {} s: {e}",
-                    REWIND_GIVE_UP.as_secs()
-                )
-            })
-        }
-    }
-}
-
 /// Seeks the consumer back, retrying while librdkafka refuses (`_INVALID_ARG` while a
 /// partition's fetcher restarts, e.g. after a broker restart): the rewind must happen, and
 /// giving up would stop the guard. Gives up after about 10 s.
@@ -157,52 +126,5 @@ fn seek_with_retries<C: ConsumerContext>(
             }
             Err(e) => return Err(e),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rdkafka::types::RDKafkaErrorCode as C;
-
-    /// The broker's absence is waited out, a destroyed handle never, anything else a while.
-    #[test]
-    fn rewind_errors_are_retried_by_what_they_say() {
-        let consume = |c| KafkaError::MessageConsumption(c);
-        assert_eq!(
-            rewind_retry(&consume(C::AllBrokersDown)),
-            RewindRetry::Unbounded
-        );
-        assert_eq!(
-            rewind_retry(&KafkaError::MetadataFetch(C::OperationTimedOut)),
-            RewindRetry::Unbounded
-        );
-        assert_eq!(
-            rewind_retry(&KafkaError::MetadataFetch(C::BrokerDestroy)),
-            RewindRetry::Never
-        );
-        assert_eq!(
-            rewind_retry(&consume(C::TopicAuthorizationFailed)),
-            RewindRetry::Bounded
-        );
-        assert_eq!(
-            rewind_retry(&KafkaError::Seek("_INVALID_ARG".into())),
-            RewindRetry::Bounded
-        );
-    }
-
-    /// A destroyed handle ends the thread at once; another error only once it has lasted.
-    #[test]
-    fn a_bounded_failure_gives_up_only_after_its_time() {
-        let mut since = None;
-        let denied = KafkaError::MessageConsumption(C::TopicAuthorizationFailed);
-        assert_eq!(rewind_gives_up(&denied, &mut since), None);
-        assert!(since.is_some());
-        since = Instant::now().checked_sub(REWIND_GIVE_UP + Duration::from_secs(1));
-        assert!(rewind_gives_up(&denied, &mut since).is_some());
-        let away = KafkaError::MessageConsumption(C::AllBrokersDown);
-        assert_eq!(rewind_gives_up(&away, &mut since), None);
-        let destroyed = KafkaError::MetadataFetch(C::BrokerDestroy);
-        assert!(rewind_gives_up(&destroyed, &mut None).is_some());
     }
 }

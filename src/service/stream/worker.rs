@@ -9,16 +9,14 @@ mod policy;
 mod restore;
 mod rewind;
 
-pub use rewind::rewind_gives_up;
-
-use super::admin::Shared;
-use super::dlq::{read_event, DeadLetter, Rejected, Source};
-use super::partition::Part;
 use super::retry::Retries;
-use super::state::StateReader;
-use super::txn::{send_dead_letter, TxnProducer};
 use crate::config::{Config, Delivery};
 use crate::engine::event::format_ts;
+use crate::service::records::dead_letter::{read_event, DeadLetter, Rejected, Source};
+use crate::service::shared::Shared;
+use crate::service::state::partition::Part;
+use crate::service::state::restore::StateReader;
+use crate::service::txn::{send_dead_letter, TxnProducer};
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
@@ -45,39 +43,83 @@ pub struct Worker {
     in_flight_since: Instant,
     verdicts: Vec<crate::engine::verdict::Verdict>,
     /// Verdicts of the burst in progress, written with its markers (`markers.rs`).
-    held: Vec<markers::Held>,
+    held: Vec<Held>,
     /// Since when judged events wait for their judged-through marker (`markers.rs`).
     markers_owed_since: Option<Instant>,
     /// How far behind its events the thread is (`pace.rs`).
     pace: pace::Pace,
-    /// A fatal error seen inside a callback, for the loop to act on.
-    pub fatal: Option<String>,
     /// A batch failed: the engines are ahead of the last commit. Nothing commits until the
-    /// loop has rewound them (`rewind`).
-    pub needs_rewind: bool,
+    /// loop has rewound them (`take_next`, `rewind`).
+    rewind_owed: bool,
+    /// Why the thread must stop (its producer was fenced, say), for the loop (`take_next`).
+    stop_owed: Option<String>,
     /// Failed attempts per partition, records to process alone or to give up.
     retries: Retries,
     /// The largest dead letter written.
     dlq_limit: usize,
     /// The latest policy version this thread has picked up (`policy.rs`).
-    live: Arc<super::policy_feed::LivePolicy>,
+    live: Arc<crate::service::policy_feed::LivePolicy>,
     /// The thread's name, for the admin view of the policy in force.
     thread: String,
     /// Where each tenant's verdicts go (`tenant_topics`).
-    topics: super::tenant_topics::VerdictTopics,
+    topics: crate::service::kafka::tenant_topics::VerdictTopics,
+}
+
+/// A verdict judged in the burst in progress, written with the burst's markers.
+pub struct Held {
+    pub partition: i32,
+    /// The verdicts topic it goes to (its tenant's, with tenant isolation).
+    pub topic: std::sync::Arc<str>,
+    pub key: String,
+    pub payload: Vec<u8>,
+}
+
+/// What the stream loop must do before its next event, owed by a failed batch or from
+/// inside a rebalance callback (`Worker::must_rewind`, `must_stop`). A stop outranks a
+/// rewind.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Go on consuming.
+    Go,
+    /// A batch failed: the engines are ahead of the last commit. Nothing commits until the
+    /// loop has rewound them (`rewind`).
+    Rewind,
+    /// The thread cannot go on (its producer was fenced, say): stop with this reason.
+    Stop(String),
 }
 
 impl Worker {
+    /// The engines must be rewound to the last commit before anything else.
+    pub fn must_rewind(&mut self) {
+        self.rewind_owed = true;
+    }
+
+    /// The thread must stop (the first reason given is kept).
+    fn must_stop(&mut self, why: String) {
+        self.stop_owed.get_or_insert(why);
+    }
+
+    /// What the loop must do now. A stop is said once; a rewind stays owed until `rewind`
+    /// has brought the engines back to the last commit (nothing commits meanwhile).
+    pub fn take_next(&mut self) -> Next {
+        if let Some(why) = self.stop_owed.take() {
+            return Next::Stop(why);
+        }
+        if self.rewind_owed {
+            return Next::Rewind;
+        }
+        Next::Go
+    }
+
     pub fn new(
         cfg: Arc<Config>,
         shared: Arc<Shared>,
         producer: TxnProducer,
         reader: StateReader,
     ) -> Self {
-        let live = shared
-            .policy
-            .latest()
-            .unwrap_or_else(|| Arc::new(super::policy_feed::LivePolicy::from_config(&cfg)));
+        let live = shared.policy.latest().unwrap_or_else(|| {
+            Arc::new(crate::service::policy_feed::LivePolicy::from_config(&cfg))
+        });
         Worker {
             shared,
             producer,
@@ -93,12 +135,12 @@ impl Worker {
             held: Vec::new(),
             markers_owed_since: None,
             pace: pace::Pace::default(),
-            fatal: None,
-            needs_rewind: false,
+            rewind_owed: false,
+            stop_owed: None,
             retries: Retries::new(cfg.kafka.max_record_retries.get()),
             dlq_limit: cfg.dlq_limit(),
             live,
-            topics: super::tenant_topics::VerdictTopics::new(&cfg.kafka),
+            topics: crate::service::kafka::tenant_topics::VerdictTopics::new(&cfg.kafka),
             thread: std::thread::current()
                 .name()
                 .unwrap_or("stream")
@@ -117,7 +159,10 @@ impl Worker {
     }
 
     /// Pipelined commits send their offsets under the membership `source` holds then.
-    pub fn read_membership_from(&self, source: Box<dyn super::membership::Membership>) {
+    pub fn read_membership_from(
+        &self,
+        source: Box<dyn crate::service::txn::membership::Membership>,
+    ) {
         self.producer.read_membership_from(source);
     }
 
@@ -253,7 +298,7 @@ impl Worker {
                     m.on_verdict(&v);
                     m.event_to_verdict
                         .observe(((now_ms - event_ms).max(0) as f64) / 1000.0);
-                    self.held.push(markers::Held {
+                    self.held.push(Held {
                         partition,
                         topic: topic.clone(),
                         key: std::mem::take(&mut v.session_id),
@@ -365,7 +410,10 @@ fn system_ms() -> i64 {
 
 /// Whether the broker lists `topic` for this producer: `Err` says why not (missing, or
 /// refused to this principal).
-fn topic_writable(producer: &super::txn::GuardProducer, topic: &str) -> Result<(), String> {
+fn topic_writable(
+    producer: &crate::service::txn::producer::GuardProducer,
+    topic: &str,
+) -> Result<(), String> {
     use rdkafka::producer::Producer;
     let md = producer
         .client()

@@ -26,10 +26,7 @@ pub const RECORD_OVERHEAD: usize = 512;
 /// Per-header framing (name and value lengths as varints).
 const HEADER_OVERHEAD: usize = 12;
 /// Smallest dead-letter limit the configuration accepts: a minimal dead letter always fits.
-pub const MIN_LIMIT: usize = 4096;
-
-/// Librdkafka's default `message.max.bytes`: the producer refuses larger records.
-pub const PRODUCER_DEFAULT_MAX_BYTES: usize = 1_000_000;
+pub use crate::config::MIN_DLQ_LIMIT as MIN_LIMIT;
 
 /// Why a record is not judged: a `DecodeError` reason (or `empty_payload`), or
 /// `retry_limit` for a record given up after `max_record_retries` retries.
@@ -174,12 +171,6 @@ impl DeadLetter<'_> {
     }
 }
 
-/// The largest record the guard writes to the dead-letter topic: the configured
-/// `dlq_max_bytes`, and never more than what the producer accepts (`message.max.bytes`).
-pub fn limit(dlq_max_bytes: usize, producer_max_bytes: Option<usize>) -> usize {
-    dlq_max_bytes.min(producer_max_bytes.unwrap_or(PRODUCER_DEFAULT_MAX_BYTES))
-}
-
 /// `s` cut to at most `max` bytes on a char boundary.
 fn cut_str(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -302,6 +293,7 @@ mod tests {
 
     #[test]
     fn the_limit_never_exceeds_what_the_producer_accepts() {
+        use crate::config::{dlq_limit as limit, PRODUCER_DEFAULT_MAX_BYTES};
         assert_eq!(limit(2_000_000, None), PRODUCER_DEFAULT_MAX_BYTES);
         assert_eq!(limit(2_000_000, Some(1_500_000)), 1_500_000);
         assert_eq!(limit(100_000, Some(1_500_000)), 100_000);

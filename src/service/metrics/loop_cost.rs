@@ -31,7 +31,7 @@ impl LoopCostMetrics {
     /// `model`, as configured) and `labels` gives their values for a spending.
     pub fn new(r: &Registry, who: &[&str], labels: Labeller) -> prometheus::Result<Self> {
         let with_rule: Vec<&str> = std::iter::once("rule").chain(who.iter().copied()).collect();
-        let ints = |name: &str, help: &str, l: &[&str]| super::metrics::counter(r, name, help, l);
+        let ints = |name: &str, help: &str, l: &[&str]| super::families::counter(r, name, help, l);
         let floats = |name: &str, help: &str, l: &[&str]| -> prometheus::Result<CounterVec> {
             let c = CounterVec::new(Opts::new(name, help), l)?;
             r.register(Box::new(c.clone()))?;

@@ -5,8 +5,8 @@
 //! failing is given up (dead-lettered minimally, passed). Bookkeeping only: the worker
 //! does the IO.
 
+use crate::service::kafka::outcome::Outcome;
 use rdkafka::error::KafkaError;
-use rdkafka::types::RDKafkaErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A partition that failed since its last committed progress.
@@ -74,7 +74,7 @@ impl Retries {
     /// A batch (or a record alone) failed; `batch` are the partitions it held records of,
     /// each with the last offset it held.
     pub fn failed(&mut self, e: &KafkaError, batch: impl IntoIterator<Item = (i32, i64)>) {
-        let strike = blames_record(e);
+        let strike = Outcome::of(e).blames_record();
         let alone = self.alone.take();
         let mut parts: BTreeMap<i32, i64> = BTreeMap::new();
         for (p, o) in batch.into_iter().chain(alone) {
@@ -172,60 +172,10 @@ impl Retries {
     }
 }
 
-/// True for errors that say the broker is away or busy: unreachable, timing out, without
-/// a leader or coordinator yet. librdkafka recovers from them by itself; waiting is right.
-pub fn broker_away(e: &KafkaError) -> bool {
-    use RDKafkaErrorCode::*;
-    matches!(
-        e.rdkafka_error_code(),
-        Some(
-            OperationTimedOut
-                | RequestTimedOut
-                | BrokerTransportFailure
-                | AllBrokersDown
-                | NetworkException
-                | Resolve
-                | NotCoordinator
-                | CoordinatorNotAvailable
-                | CoordinatorLoadInProgress
-                | LeaderNotAvailable
-                | NotLeaderForPartition
-        )
-    )
-}
-
-/// False for failures a broker or network outage, a coordinator move or the producer's own
-/// sequence state explains (they say nothing about the records, and retrying them is
-/// right); true for everything else.
-pub fn blames_record(e: &KafkaError) -> bool {
-    use RDKafkaErrorCode::*;
-    !broker_away(e)
-        && !matches!(
-            e.rdkafka_error_code(),
-            Some(
-                MessageTimedOut
-                    | NotEnoughReplicas
-                    | NotEnoughReplicasAfterAppend
-                    | BrokerDestroy
-                    | Fenced
-                    | ProducerFenced
-                    | ConcurrentTransactions
-                    | OutOfOrderSequenceNumber
-                    | DuplicateSequenceNumber
-                    | InvalidProducerEpoch
-                    | UnknownProducerId
-                    | UnstableOffsetCommit
-                    | RebalanceInProgress
-                    | IllegalGeneration
-                    | UnknownMemberId
-                    | Fatal
-            )
-        )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rdkafka::types::RDKafkaErrorCode;
 
     fn too_large() -> KafkaError {
         KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)

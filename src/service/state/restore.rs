@@ -2,8 +2,10 @@
 //! (read_committed) into a fresh engine, then re-running the events between the checkpoint
 //! and the committed offset, before the partition's first new event is processed.
 
-use super::policy_record::{is_policy_key, keep_latest, PolicyChange};
-use crate::engine::{Clock, Engine};
+use crate::engine::Engine;
+use crate::service::kafka::outcome::Outcome;
+use crate::service::records::checkpoint::{Checkpoint, CLOCK_KEY};
+use crate::service::records::policy_change::{is_policy_key, keep_latest, PolicyChange};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
@@ -40,21 +42,6 @@ impl rdkafka::ClientContext for QuietEof {
 }
 
 impl rdkafka::consumer::ConsumerContext for QuietEof {}
-
-/// Key of the checkpoint record in each state partition. Not valid UTF-8, so it can
-/// never be a session id.
-pub const CLOCK_KEY: &[u8] = b"\xffloopguard-clock";
-
-/// The record under `CLOCK_KEY`, written with every checkpoint: the engine's clock and the
-/// events offset the sessions' records are current to (the next event to process).
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-pub struct Checkpoint {
-    #[serde(flatten)]
-    pub clock: Clock,
-    /// Absent in records of versions that wrote state with every batch: nothing to re-run.
-    #[serde(default)]
-    pub offset: Option<i64>,
-}
 
 /// Where the restored state stands: `Some(offset)` at a checkpoint, `Fresh` when the state
 /// partition holds no checkpoint (events from the start of the partition are re-run),
@@ -138,7 +125,7 @@ fn read_ranges(
             // from an outage that is over) only costs time, up to `TROUBLE_LIMIT` without
             // a record in between (then the restore fails and is tried again by the
             // stream thread, which polls its consumer meanwhile).
-            Some(Err(e)) if super::retry::broker_away(&e) => {
+            Some(Err(e)) if Outcome::of(&e) == Outcome::WaitForBroker => {
                 let since = *trouble_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > TROUBLE_LIMIT {
                     break Err(e);
@@ -335,7 +322,7 @@ pub fn replay_events(
         let Some(engine) = engines.get_mut(&m.partition()) else {
             return;
         };
-        if let Ok(event) = super::dlq::read_event(m.key(), m.payload()) {
+        if let Ok(event) = crate::service::records::dead_letter::read_event(m.key(), m.payload()) {
             engine.handle_event(event, &mut scratch);
             scratch.clear();
             // Counted by the instance that judged it first.

@@ -61,7 +61,9 @@ fn needs(cfg: &Config) -> Vec<(&str, &'static [(&'static str, i32)])> {
 pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
     let unknown = |e: KafkaError| AccessError::Unknown(e.to_string());
     let mut denied = Vec::new();
-    let probe: BaseConsumer = super::kafka::base_config(cfg).create().map_err(unknown)?;
+    let probe: BaseConsumer = crate::service::kafka::settings::base_config(cfg)
+        .create()
+        .map_err(unknown)?;
     let needs = needs(cfg);
     let names: Vec<&str> = needs.iter().map(|(t, _)| *t).collect();
     let described = describe_topics(probe.client(), &names).map_err(AccessError::Unknown)?;
@@ -127,7 +129,7 @@ pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
 /// Fetching the group's committed offsets needs Describe on it (which Read implies):
 /// refused, the group cannot be joined either.
 fn group_denied(cfg: &Config) -> Result<Option<Denied>, KafkaError> {
-    let mut c = super::kafka::base_config(cfg);
+    let mut c = crate::service::kafka::settings::base_config(cfg);
     c.set("group.id", &cfg.kafka.group_id)
         .set("enable.auto.commit", "false");
     let consumer: BaseConsumer = c.create()?;
@@ -163,7 +165,7 @@ fn transactional_id_denied(cfg: &Config, instance: &str) -> Result<Option<Denied
         "{}-{instance}-access-check",
         cfg.kafka.transactional_id_prefix
     );
-    let mut c = super::kafka::base_config(cfg);
+    let mut c = crate::service::kafka::settings::base_config(cfg);
     c.set("transactional.id", &id)
         .set("enable.idempotence", "true");
     let producer: BaseProducer = c.create()?;

@@ -2,8 +2,8 @@
 //! tenant isolation (`kafka.verdicts_topic_template`) its tenant's own, checked to exist
 //! on the broker once and re-checked while it is missing.
 
-use super::dlq::Rejected;
 use crate::config::KafkaConfig;
+use crate::service::records::dead_letter::Rejected;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

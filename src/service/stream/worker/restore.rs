@@ -4,9 +4,9 @@
 
 use super::Worker;
 use crate::engine::Engine;
-use crate::service::admin::PartitionStatus;
-use crate::service::partition::Part;
-use crate::service::state::{restore_assignment, Restored, RestoredAt};
+use crate::service::shared::PartitionStatus;
+use crate::service::state::partition::Part;
+use crate::service::state::restore::{restore_assignment, Restored, RestoredAt};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};

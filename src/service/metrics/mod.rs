@@ -1,14 +1,18 @@
 //! Prometheus families of the service, registered once on a registry handed down from
 //! `main` (no globals). Names follow Prometheus conventions; no unbounded labels.
 
-use super::loop_metrics::LoopCostMetrics;
+pub mod families;
+pub mod loop_cost;
+
 use crate::config::MetricsConfig;
 use crate::engine::event::EVENT_TYPES;
 use crate::engine::verdict::{Rule, Verdict};
 use crate::engine::Spending;
+use families::{counter, histogram, plain_counter};
+use loop_cost::LoopCostMetrics;
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Every metric the service exports (listed with their meaning in docs/metrics.md).
@@ -90,34 +94,6 @@ fn verdict_mode(v: &Verdict) -> &'static str {
     } else {
         "observe"
     }
-}
-
-fn plain_counter(reg: &Registry, name: &str, help: &str) -> prometheus::Result<IntCounter> {
-    let c = IntCounter::new(name, help)?;
-    reg.register(Box::new(c.clone()))?;
-    Ok(c)
-}
-
-pub(super) fn counter(
-    reg: &Registry,
-    name: &str,
-    help: &str,
-    labels: &[&str],
-) -> prometheus::Result<IntCounterVec> {
-    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-    reg.register(Box::new(c.clone()))?;
-    Ok(c)
-}
-
-fn histogram(
-    reg: &Registry,
-    name: &str,
-    help: &str,
-    buckets: Vec<f64>,
-) -> prometheus::Result<Histogram> {
-    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))?;
-    reg.register(Box::new(h.clone()))?;
-    Ok(h)
 }
 
 impl Metrics {

@@ -1,86 +1,29 @@
-//! A stream thread's producer (two taking turns under exactly-once) and its transaction
-//! life cycle: begin, commit with the retries librdkafka allows, an abort that always
-//! finishes (or replaces the producer), and the delivery reports that at-least-once mode
-//! checks before it commits offsets; `send`, which every record of the guard goes through.
+//! A stream thread's exactly-once producer, in one-way layers: `producer` (librdkafka's
+//! producer and its transactional calls) -> `committer` (the commit thread a batch's
+//! transaction is handed to) -> `TxnProducer` here (two producers taking turns), with
+//! `membership` (the group generation offsets are sent under).
 //!
-//! librdkafka's error classes decide what happens to a failed call: *retriable* errors
-//! (a timeout) repeat the same call, *abortable* ones abort the transaction, *fatal* ones
-//! need a new producer. A producer fenced by a newer incarnation of this instance (same
-//! transactional id) must stop: the service exits and its successor carries on.
+//! A producer fenced by a newer incarnation of this instance (same transactional id) must
+//! stop: the service exits and its successor carries on.
 
-use super::committer::{Committer, Handoff, InFlight, Settled};
-use super::membership::Membership;
+pub mod committer;
+pub mod membership;
+pub mod producer;
+
 use crate::config::{Config, Delivery};
+use crate::service::kafka::outcome::Outcome;
+use committer::{Committer, Handoff, InFlight, Settled};
+use membership::Membership;
+use producer::{abort_transaction_of, commit_transaction_of, create, Aborted, GuardProducer};
+pub use producer::{send, send_dead_letter, send_record, TXN_TIMEOUT};
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, KafkaResult};
-use rdkafka::message::DeliveryResult;
-use rdkafka::message::OwnedHeaders;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext, PurgeConfig};
+use rdkafka::producer::{Producer, PurgeConfig};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientContext, TopicPartitionList};
-use std::sync::atomic::{AtomicU64, Ordering};
+use rdkafka::TopicPartitionList;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long one transactional call may block.
-pub const TXN_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many times a retriable transactional call is repeated before the batch is given up.
-const ATTEMPTS: u32 = 3;
-
-/// Counts records the broker refused for good, so a batch with a lost record never commits.
-#[derive(Default)]
-pub struct DeliveryContext {
-    failed: AtomicU64,
-}
-
-impl ClientContext for DeliveryContext {}
-
-impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, _)) = result {
-            // Records purged by our own abort are not lost: their batch is replayed.
-            let purged = matches!(
-                e.rdkafka_error_code(),
-                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
-            );
-            if !purged {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "a record was not delivered");
-            }
-        }
-    }
-}
-
-pub type GuardProducer = BaseProducer<DeliveryContext>;
-
-/// What to do about a failed call, by librdkafka's classification.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Class {
-    /// Call the same function again.
-    Retry,
-    /// Abort the transaction; the batch is replayed from the last commit.
-    Abort,
-    /// The producer is unusable: replace it.
-    Fatal,
-    /// A newer incarnation of this instance took over the transactional id: exit.
-    Fenced,
-}
-
-pub fn classify(e: &KafkaError) -> Class {
-    let fenced = matches!(
-        e.rdkafka_error_code(),
-        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced)
-    );
-    match e {
-        _ if fenced => Class::Fenced,
-        KafkaError::Transaction(r) if r.is_fatal() => Class::Fatal,
-        KafkaError::Transaction(r) if r.txn_requires_abort() => Class::Abort,
-        KafkaError::Transaction(r) if r.is_retriable() => Class::Retry,
-        _ => Class::Abort,
-    }
-}
 
 /// The producer of a stream thread: verdicts, state records and dead letters.
 ///
@@ -251,7 +194,7 @@ impl TxnProducer {
         if self.eos() && !std::mem::take(&mut self.begun) {
             if let Err(e) = self.inner.begin_transaction() {
                 // A previous call may have left the producer unusable: start afresh once.
-                if classify(&e) == Class::Fenced {
+                if Outcome::of(&e) == Outcome::Fenced {
                     return Err(e);
                 }
                 tracing::warn!(error = %e, "begin_transaction failed; replacing the producer");
@@ -287,7 +230,7 @@ impl TxnProducer {
                 Ok(())
             }
             Err(e) => {
-                if classify(&e) == Class::Fenced {
+                if Outcome::of(&e) == Outcome::Fenced {
                     self.open = false;
                     return Err(e);
                 }
@@ -351,197 +294,5 @@ impl TxnProducer {
         // The old one is fenced by now; dropping it purges whatever it still held.
         self.inner = fresh;
         Ok(())
-    }
-}
-
-/// Sends the consumed offsets into `producer`'s transaction and commits it, repeating what
-/// librdkafka says may be repeated.
-pub(super) fn commit_transaction_of(
-    producer: &GuardProducer,
-    offsets: &TopicPartitionList,
-    group: Option<&ConsumerGroupMetadata>,
-) -> Result<(), KafkaError> {
-    if offsets.count() > 0 {
-        let group = group.ok_or(KafkaError::Global(RDKafkaErrorCode::State))?;
-        retrying("send_offsets_to_transaction", || {
-            producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT)
-        })?;
-    }
-    retrying("commit_transaction", || {
-        producer.commit_transaction(TXN_TIMEOUT)
-    })
-}
-
-/// How an abort ended.
-pub(super) enum Aborted {
-    /// The producer may begin a new transaction.
-    Clean,
-    /// It needs replacing (the abort did not finish, or records were purged).
-    Replace,
-    /// A newer incarnation of this instance took over its transactional id.
-    Fenced(KafkaError),
-}
-
-/// Aborts `producer`'s open transaction; always finishes. The abort waits until every
-/// delivery report of the transaction is served, so they are served here first (a producer
-/// that is not polled would time out instead). A timed-out abort is resumed, never followed
-/// by another call; when it cannot finish, the producer must be replaced: its successor's
-/// init fences it and aborts its transaction.
-///
-/// When records were still queued, the purge leaves a gap in the idempotent producer's
-/// sequence numbers that librdkafka does not always reset with the abort: the next
-/// transaction then failed with "skipped sequence numbers" (seen once the retry backoff
-/// was 10 ms). Such an abort asks for a new producer (new epoch, sequences from zero).
-pub(super) fn abort_transaction_of(producer: &GuardProducer) -> Aborted {
-    let outstanding = producer.in_flight_count() > 0;
-    producer.purge(PurgeConfig::default().queue());
-    for attempt in 1..=ATTEMPTS {
-        let _ = producer.flush(TXN_TIMEOUT);
-        match producer.abort_transaction(TXN_TIMEOUT) {
-            Ok(()) if outstanding => return Aborted::Replace,
-            Ok(()) => return Aborted::Clean,
-            Err(e) => match classify(&e) {
-                Class::Fenced => return Aborted::Fenced(e),
-                Class::Retry => {
-                    tracing::warn!(error = %e, attempt, "abort_transaction; resuming it")
-                }
-                _ => {
-                    tracing::warn!(error = %e, "abort_transaction failed");
-                    break;
-                }
-            },
-        }
-    }
-    Aborted::Replace
-}
-
-/// Sends one record, waiting for queue space rather than dropping it.
-pub fn send(
-    producer: &GuardProducer,
-    topic: &str,
-    partition: i32,
-    key: &[u8],
-    payload: Option<&[u8]>,
-    headers: Option<OwnedHeaders>,
-) -> Result<(), KafkaError> {
-    send_record(producer, topic, partition, Some(key), payload, headers)
-}
-
-/// As `send`, the key optional: a judged-through marker has none.
-pub fn send_record(
-    producer: &GuardProducer,
-    topic: &str,
-    partition: i32,
-    key: Option<&[u8]>,
-    payload: Option<&[u8]>,
-    headers: Option<OwnedHeaders>,
-) -> Result<(), KafkaError> {
-    let mut record = BaseRecord::<[u8], [u8]>::to(topic);
-    if let Some(k) = key {
-        record = record.key(k);
-    }
-    if partition >= 0 {
-        record = record.partition(partition);
-    }
-    if let Some(p) = payload {
-        record = record.payload(p);
-    }
-    if let Some(h) = headers {
-        record = record.headers(h);
-    }
-    loop {
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((
-                KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
-                r,
-            )) => {
-                producer.poll(Duration::from_millis(50));
-                record = r;
-            }
-            Err((e, _)) => return Err(e),
-        }
-    }
-}
-
-/// Sends one dead letter (headers as built by `dlq`; the partition chosen by its key).
-pub fn send_dead_letter(
-    producer: &GuardProducer,
-    topic: &str,
-    letter: &super::dlq::DeadLetter<'_>,
-) -> Result<(), KafkaError> {
-    let mut headers = OwnedHeaders::new_with_capacity(letter.headers.len());
-    for (key, value) in &letter.headers {
-        headers = headers.insert(rdkafka::message::Header {
-            key,
-            value: Some(value),
-        });
-    }
-    send(
-        producer,
-        topic,
-        -1,
-        letter.key.unwrap_or_default(),
-        letter.payload,
-        Some(headers),
-    )
-}
-
-pub(super) fn create(cfg: &Config, instance: &str) -> KafkaResult<GuardProducer> {
-    let producer: GuardProducer = super::kafka::producer_config(cfg, instance)
-        .create_with_context(DeliveryContext::default())?;
-    if cfg.kafka.delivery == Delivery::ExactlyOnce {
-        producer.init_transactions(TXN_TIMEOUT)?;
-    }
-    warm_up(&producer, cfg);
-    Ok(producer)
-}
-
-/// Fetches the metadata of every topic the guard writes before its first batch: a topic
-/// first produced to is otherwise unknown until librdkafka's next metadata refresh, and the
-/// first verdict after a start waited for it (~1 s; docs/benchmarks.md). Failures only cost
-/// that wait again, so they are logged, not returned.
-fn warm_up(producer: &GuardProducer, cfg: &Config) {
-    let k = &cfg.kafka;
-    for topic in [&k.verdicts_topic, &k.dlq_topic, &k.state_topic] {
-        if let Err(e) = producer
-            .client()
-            .fetch_metadata(Some(topic), Duration::from_secs(5))
-        {
-            tracing::warn!(topic = %topic, error = %e, "topic metadata not fetched ahead");
-        }
-    }
-}
-
-/// Repeats a transactional call while librdkafka says the same call may be repeated.
-fn retrying(name: &str, call: impl Fn() -> KafkaResult<()>) -> KafkaResult<()> {
-    let mut attempt = 1;
-    loop {
-        match call() {
-            Err(e) if attempt < ATTEMPTS && classify(&e) == Class::Retry => {
-                tracing::warn!(error = %e, attempt, "{name}; calling it again");
-                attempt += 1;
-            }
-            other => return other,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn non_transactional_errors_abort_the_batch() {
-        let e = KafkaError::Flush(RDKafkaErrorCode::MessageTimedOut);
-        assert_eq!(classify(&e), Class::Abort);
-    }
-
-    #[test]
-    fn a_fenced_producer_stops() {
-        let e = KafkaError::Global(RDKafkaErrorCode::Fenced);
-        assert_eq!(classify(&e), Class::Fenced);
-        let e = KafkaError::MessageProduction(RDKafkaErrorCode::ProducerFenced);
-        assert_eq!(classify(&e), Class::Fenced);
     }
 }

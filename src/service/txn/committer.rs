@@ -14,9 +14,10 @@
 //!   of a commit the stream thread no longer waits for.
 
 use super::membership::Membership;
-use super::txn::{abort_transaction_of, classify, commit_transaction_of, create};
-use super::txn::{Aborted, Class, GuardProducer, TXN_TIMEOUT};
+use super::producer::{abort_transaction_of, commit_transaction_of, create};
+use super::producer::{Aborted, GuardProducer, TXN_TIMEOUT};
 use crate::config::Config;
+use crate::service::kafka::outcome::Outcome;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
@@ -251,7 +252,7 @@ fn commit(
     let begun = result.is_ok() && producer.begin_transaction().is_ok();
     let producer = match &result {
         Ok(()) => producer,
-        Err(e) if classify(e) == Class::Fenced => producer,
+        Err(e) if Outcome::of(e) == Outcome::Fenced => producer,
         Err(_) => match abort_transaction_of(&producer) {
             Aborted::Clean | Aborted::Fenced(_) => producer,
             Aborted::Replace => match create(cfg, &instance) {

@@ -9,19 +9,10 @@
 
 use super::Worker;
 use crate::engine::event::format_ts;
-use crate::service::judged::{self, Marker};
+use crate::service::records::marker::{self as judged, Marker};
 use crate::service::txn::send_record;
 use rdkafka::error::KafkaError;
 use std::time::Duration;
-
-/// A verdict judged in the burst in progress, written with the burst's markers.
-pub struct Held {
-    pub partition: i32,
-    /// The verdicts topic it goes to (its tenant's, with tenant isolation).
-    pub topic: std::sync::Arc<str>,
-    pub key: String,
-    pub payload: Vec<u8>,
-}
 
 impl Worker {
     /// How long the next poll may wait: zero while markers are owed (the queue is only

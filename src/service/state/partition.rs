@@ -6,11 +6,11 @@
 //! what is ready rather than stalling its thread on serializing everything at once; each
 //! at most once between two checkpoints (then at the checkpoint if it changed again).
 
-use super::judged::Judged;
-use super::policy_record::PolicyChange;
-use super::state::{Checkpoint, CLOCK_KEY};
-use super::txn::GuardProducer;
 use crate::engine::{Engine, EngineStats};
+use crate::service::records::checkpoint::{Checkpoint, CLOCK_KEY};
+use crate::service::records::marker::Judged;
+use crate::service::records::policy_change::PolicyChange;
+use crate::service::txn::producer::GuardProducer;
 use rdkafka::error::KafkaError;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -99,7 +99,7 @@ impl Part {
         state_topic: &str,
         partition: i32,
         offset: i64,
-        live: &super::policy_feed::LivePolicy,
+        live: &crate::service::policy_feed::LivePolicy,
     ) -> Result<PolicyChange, KafkaError> {
         let from_offset = *self.position.get_or_insert(offset);
         self.write_checkpoint(producer, state_topic, partition)?;
@@ -109,7 +109,7 @@ impl Part {
             version: live.version().to_string(),
             policy: live.raw.clone(),
         };
-        super::txn::send(
+        crate::service::txn::send(
             producer,
             state_topic,
             partition,
@@ -202,7 +202,7 @@ impl Part {
             }
             written.records += 1;
             written.bytes += snapshot.as_ref().map_or(0, Vec::len);
-            super::txn::send(
+            crate::service::txn::send(
                 producer,
                 state_topic,
                 partition,
@@ -216,7 +216,7 @@ impl Part {
             offset: self.position,
         };
         let bytes = serde_json::to_vec(&record).unwrap_or_default();
-        super::txn::send(
+        crate::service::txn::send(
             producer,
             state_topic,
             partition,

@@ -4,9 +4,9 @@
 
 use super::Worker;
 use crate::engine::EngineStats;
-use crate::service::admin::{PartitionStatus, Shared};
-use crate::service::partition::CheckpointPolicy;
-use crate::service::txn::{classify, Class};
+use crate::service::kafka::outcome::Outcome;
+use crate::service::shared::{PartitionStatus, Shared};
+use crate::service::state::partition::CheckpointPolicy;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
@@ -77,14 +77,14 @@ impl Worker {
                 self.note_fenced(&e);
             }
             self.batch_events = 0;
-            self.needs_rewind = true;
+            self.must_rewind();
         }
         result
     }
 
     /// Commits the batch's verdicts and offsets, with a checkpoint of the partitions where
     /// one is due, in one transaction. On failure nothing of the batch commits (the caller
-    /// rewinds); a producer fenced by its successor is recorded in `fatal`.
+    /// rewinds); a producer fenced by its successor stops the thread (`Next::Stop`).
     pub fn commit<C: ConsumerContext>(
         &mut self,
         consumer: &BaseConsumer<C>,
@@ -110,7 +110,7 @@ impl Worker {
         pipelined: bool,
     ) -> Result<(), KafkaError> {
         self.settle_commit(true)?;
-        if self.needs_rewind {
+        if self.rewind_owed {
             // The engines are ahead of the last commit until the rewind: committing now
             // would pair their state (a checkpoint) with offsets it does not belong to.
             return Ok(());
@@ -137,7 +137,7 @@ impl Worker {
             // Whatever failed, nothing of this batch may commit later, and nothing at all
             // until the engines are back at the last commit.
             self.end_transaction();
-            self.needs_rewind = true;
+            self.must_rewind();
         }
         result
     }
@@ -172,7 +172,7 @@ impl Worker {
     /// (state and offsets) before anything else is processed or committed.
     pub fn fail_batch(&mut self) {
         self.abort();
-        self.needs_rewind = true;
+        self.must_rewind();
     }
 
     /// As `fail_batch`, for a failure of the batch's writes (its held verdicts, its
@@ -308,8 +308,8 @@ impl Worker {
     }
 
     pub(super) fn note_fenced(&mut self, e: &KafkaError) {
-        if classify(e) == Class::Fenced && self.fatal.is_none() {
-            self.fatal = Some(format!(
+        if Outcome::of(e) == Outcome::Fenced {
+            self.must_stop(format!(
                 "fenced by a newer instance with the same transactional id: {e}"
             ));
         }

@@ -1,8 +1,8 @@
 //! The consumer's context: rebalance callbacks commit before partitions leave and restore
 //! gained ones before their first event; statistics feed the lag gauge.
 
-use super::admin::Shared;
 use super::worker::Worker;
+use crate::service::shared::Shared;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
@@ -124,9 +124,9 @@ impl ConsumerContext for GuardContext {
                 // Most often the broker went away mid-restore. The partitions stay assigned
                 // but not held; the loop's rewind restores every assigned partition and
                 // seeks it back, again until the broker answers. A fenced producer or a
-                // destroyed broker handle ends the thread there (`worker::rewind_retry`).
+                // destroyed broker handle ends the thread there (`rewind_bound::rewind_retry`).
                 tracing::warn!(partitions = ?parts, error = %e, "restore failed; the loop retries it");
-                w.needs_rewind = true;
+                w.must_rewind();
             }
         }
         if !self.joined.swap(true, Ordering::AcqRel) {

@@ -1,0 +1,278 @@
+//! The stream threads of an instance: each a consumer in the group with its own
+//! transactional producer, consuming, judging (`worker`), committing, following rebalances
+//! (`rebalance`) and leaving the group together (`leave`).
+
+mod leave;
+pub mod rebalance;
+pub mod retry;
+mod rewind_bound;
+pub mod worker;
+
+use crate::config::Config;
+use crate::service::kafka::settings::{
+    consumer_config, instance_id, state_probe_config, state_reader_config,
+};
+use crate::service::policy_feed::run_policy_reader;
+use crate::service::shared::Shared;
+use crate::service::state::restore::{QuietEof, StateReader};
+use crate::service::txn::membership::SharedConsumer;
+use crate::service::txn::TxnProducer;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rebalance::GuardContext;
+use rewind_bound::rewind_gives_up;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use worker::{Next, Worker};
+
+/// How long a starting instance waits for the policy topic to be read to its end.
+const POLICY_CATCH_UP: Duration = Duration::from_secs(10);
+
+/// How long in-flight work may take to commit after a stop signal.
+pub const GRACE: Duration = Duration::from_secs(20);
+
+/// Runs `cfg.stream_threads()` stream threads until `stop` is set, each a consumer in the
+/// group with its own transactional producer (the partitions are spread over them by the
+/// group's assignor); returns after every thread committed its in-flight work. A thread
+/// that fails stops the others, and its error is returned.
+pub fn run_stream_threads(
+    cfg: Arc<Config>,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let threads = cfg.stream_threads();
+    shared.expect_joins(threads);
+    let instance = instance_id();
+    shared.metrics.set_policy_version(cfg.policy.version());
+    let leave = leave::LeaveTogether::new(threads);
+    std::thread::scope(|scope| {
+        let reader = {
+            let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("policy-reader".into())
+                .spawn_scoped(scope, move || {
+                    let result = run_policy_reader(&cfg, &shared.policy, &shared.metrics, &stop);
+                    if let Err(e) = &result {
+                        tracing::error!(error = %e, "policy reader stopped");
+                        stop.store(true, Ordering::Release);
+                    }
+                    result
+                })?
+        };
+        // The first event is judged by the latest published version: the policy topic is
+        // read to its end first (a few ms; at most POLICY_CATCH_UP).
+        let started = Instant::now();
+        while !shared.policy.is_caught_up()
+            && !reader.is_finished()
+            && started.elapsed() < POLICY_CATCH_UP
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if reader.is_finished() {
+            return reader
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the policy reader panicked")))
+                .and(Err(anyhow::anyhow!("the policy reader stopped")));
+        }
+        if !shared.policy.is_caught_up() {
+            tracing::warn!(topic = %cfg.kafka.policy_topic, "policy topic not read to its end in time; starting with the version known");
+        }
+        tracing::info!(threads, instance = %instance, "starting stream threads");
+        let leave = &leave;
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                // Thread 0 keeps the instance's own transactional id, so a single-threaded
+                // guard fences its predecessor exactly as before.
+                let name = if i == 0 {
+                    instance.clone()
+                } else {
+                    format!("{instance}-{i}")
+                };
+                let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name(format!("stream-{i}"))
+                    .spawn_scoped(scope, move || {
+                        // A failed or panicking thread stops the others at once, not when
+                        // its turn to be joined comes.
+                        let run = std::panic::AssertUnwindSafe(|| {
+                            run_consumer(cfg, shared, stop.clone(), &name, leave)
+                        });
+                        let result = std::panic::catch_unwind(run)
+                            .unwrap_or_else(|_| Err(anyhow::anyhow!("stream thread {i} panicked")));
+                        if let Err(e) = &result {
+                            tracing::error!(thread = i, error = %e, "stream thread stopped");
+                            stop.store(true, Ordering::Release);
+                        }
+                        result
+                    })
+            })
+            .collect::<Result<_, _>>()
+            .inspect_err(|_| stop.store(true, Ordering::Release))?;
+        let mut first_error = None;
+        for h in handles {
+            let result = h
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("a stream thread panicked")));
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        stop.store(true, Ordering::Release);
+        if let Ok(Err(e)) = reader.join() {
+            first_error.get_or_insert(e);
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+}
+
+/// One stream thread: runs until `stop` is set; returns after committing in-flight work.
+/// `instance` names its transactional producer; it leaves the group with the instance's
+/// other stream threads (`leave`).
+fn run_consumer(
+    cfg: Arc<Config>,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    instance: &str,
+    leave: &leave::LeaveTogether,
+) -> anyhow::Result<()> {
+    let mut member = leave.join();
+    let producer = TxnProducer::new(cfg.clone(), instance)?;
+    let reader = StateReader::new(
+        state_reader_config(&cfg).create_with_context(QuietEof)?,
+        state_probe_config(&cfg).create_with_context(QuietEof)?,
+    );
+    let worker = Worker::new(cfg.clone(), shared.clone(), producer, reader);
+    let context = GuardContext::new(worker, shared.clone(), cfg.kafka.events_topic.clone());
+    let consumer: SharedConsumer<GuardContext> =
+        SharedConsumer::new(consumer_config(&cfg).create_with_context(context)?);
+    consumer
+        .context()
+        .lock()
+        .read_membership_from(Box::new(consumer.membership()));
+    consumer.subscribe(&[&cfg.kafka.events_topic])?;
+    tracing::info!(instance = %instance, topic = %cfg.kafka.events_topic, group = %cfg.kafka.group_id, "consuming");
+    let result = stream_loop(&consumer, &stop);
+    if result.is_ok() && !member.finished(GRACE) {
+        tracing::warn!("leaving the group before every stream thread's final commit");
+    }
+    // A thread that failed leaves at once (`member` dropped: no one waits for it).
+    drop(member);
+    // However the loop ended, the callbacks served while the consumer closes only let the
+    // partitions go: no restore, no commit.
+    consumer.context().close();
+    result?;
+    tracing::info!("stop requested: in-flight work committed, leaving the group");
+    consumer.unsubscribe();
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline && consumer.poll(Duration::from_millis(100)).is_some() {}
+    Ok(())
+}
+
+/// How long a stream thread waits before it tries a failed rewind again.
+const REWIND_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The consumer loop of a stream thread, until `stop` is set (then in-flight work is
+/// committed) or an error it cannot ride out.
+fn stream_loop(consumer: &BaseConsumer<GuardContext>, stop: &AtomicBool) -> anyhow::Result<()> {
+    // Since when rewinds have failed with errors other than the broker's absence.
+    let mut failing_since: Option<Instant> = None;
+    while !stop.load(Ordering::Acquire) {
+        // Wake up when the open batch is due, so an idle partition's last verdicts commit
+        // on time, not one long poll later.
+        // While judged-through markers are owed, the queue is only looked at: an empty one
+        // means the burst is over, and they are written at once.
+        let wait = consumer.context().lock().poll_wait();
+        let msg = consumer.poll(wait);
+        let mut w = consumer.context().lock();
+        w.poll_policy();
+        if let Err(e) = w.poll_commit() {
+            // The open batch is aborted too and a rewind is pending (`Worker::poll_commit`).
+            tracing::error!(error = %e, "commit failed; rewinding to the last commit");
+        }
+        match w.take_next() {
+            Next::Go => {}
+            Next::Stop(why) => anyhow::bail!(why),
+            Next::Rewind => {
+                drop(msg);
+                match w.rewind(consumer) {
+                    Ok(()) => failing_since = None,
+                    Err(e) => {
+                        if let Next::Stop(why) = w.take_next() {
+                            anyhow::bail!(why);
+                        }
+                        if let Some(why) = rewind_gives_up(&e, &mut failing_since) {
+                            anyhow::bail!(why);
+                        }
+                        // The broker is away (or restarting): the engines stay at the last
+                        // commit and the partitions unserved (`/readyz` 503) until it
+                        // answers; polling goes on meanwhile, so the group sees this member
+                        // alive and rebalances reach it.
+                        tracing::warn!(error = %e, "rewind failed; trying again");
+                        drop(w);
+                        std::thread::sleep(REWIND_BACKOFF);
+                    }
+                }
+                continue;
+            }
+        }
+        let idle = msg.is_none();
+        match msg {
+            Some(Ok(m)) => {
+                if let Err(e) = w.process(consumer, &m) {
+                    tracing::error!(error = %e, "processing failed; rewinding to the last commit");
+                    drop(m);
+                    w.fail_batch();
+                    continue;
+                }
+            }
+            Some(Err(e)) => {
+                w.tick();
+                tracing::warn!(error = %e, "consumer error")
+            }
+            None => w.tick(),
+        }
+        if idle || w.markers_overdue() {
+            if let Err(e) = w.write_markers() {
+                tracing::error!(error = %e, "writing verdicts and markers failed; rewinding to the last commit");
+                w.fail_writes(&e);
+                continue;
+            }
+        }
+        if w.due() {
+            if let Err(e) = w.commit_pipelined(consumer) {
+                // The batch is aborted and a rewind is pending (`Worker::commit`).
+                tracing::error!(error = %e, "commit failed; rewinding to the last commit");
+            }
+        }
+    }
+    let mut w = consumer.context().lock();
+    w.commit_final(consumer)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every thread's producer is refused (an unknown librdkafka property): the threads
+    /// stop and the first error comes back, nothing hangs.
+    #[test]
+    fn stream_threads_that_cannot_start_return_their_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loopguard.toml");
+        std::fs::write(
+            &path,
+            "[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\nthreads = 2\n[kafka.properties]\n\"no.such.property\" = \"1\"\n",
+        )
+        .unwrap();
+        let cfg = crate::config::load(Some(path.to_str().unwrap())).unwrap();
+        let metrics =
+            crate::service::metrics::Metrics::new(prometheus::Registry::new(), &cfg.metrics)
+                .unwrap();
+        let shared = Shared::new(metrics, "");
+        let stop = Arc::new(AtomicBool::new(false));
+        let err = run_stream_threads(Arc::new(cfg), shared, stop.clone()).unwrap_err();
+        assert!(err.to_string().contains("no.such.property"), "{err}");
+        assert!(stop.load(Ordering::Acquire));
+    }
+}
