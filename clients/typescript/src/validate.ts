@@ -5,6 +5,10 @@ export const MAX_EVENT_ID = 128;
 export const MAX_SESSION_ID = 256;
 export const MAX_NAME = 256;
 export const MAX_EVIDENCE_STRING = 1024;
+/** Longer error texts are cut by the guard (compared, not kept whole); adapters cut them here. */
+export const MAX_ERROR_CHARS = 4096;
+/** Most tool rounds a user message may announce (`limits.max_tool_rounds`). */
+export const MAX_TOOL_ROUNDS = 1_000_000;
 /** Kafka's default largest record is 1 MiB; room is left for the key and overhead. */
 export const MAX_EVENT_BYTES = 1_000_000;
 const EFFECTS = ["mutation", "read", "none", "unknown"];
@@ -51,8 +55,8 @@ export function checkEvent(e: Event): string {
     checkString(e, "text", 0, MAX_EVENT_BYTES, true);
   if (kind === "user_message" && e.limits !== undefined) {
     const rounds = (e.limits as Record<string, unknown>).max_tool_rounds;
-    if (rounds !== undefined && !(Number.isInteger(rounds) && (rounds as number) >= 1))
-      throw new ValidationError("limits.max_tool_rounds", "must be an integer >= 1");
+    if (rounds !== undefined && !(Number.isInteger(rounds) && (rounds as number) >= 1 && (rounds as number) <= MAX_TOOL_ROUNDS))
+      throw new ValidationError("limits.max_tool_rounds", `must be an integer in 1..${MAX_TOOL_ROUNDS}`);
   }
   if ((kind === "turn_end" || kind === "assistant_message") && e.usage !== undefined && e.usage !== null)
     checkUsage(e.usage);

@@ -16,6 +16,7 @@ from langgraph.config import get_config
 from ._conversation import Conversation
 from .client import Session
 from .types import Evidence, Usage
+from .validate import MAX_ERROR_CHARS
 
 
 def usage_of(ai: AIMessage) -> Optional[Usage]:
@@ -64,7 +65,7 @@ def publish_result(session: Session, tool: str, call_id: Optional[str], result: 
         tool,
         "error" if error else "ok",
         call_id=call_id or None,
-        error=text_of(result.content)[:4096] if error else None,
+        error=text_of(result.content)[:MAX_ERROR_CHARS] if error else None,
         evidence=Evidence.output(text_of(result.content)),
     )
 

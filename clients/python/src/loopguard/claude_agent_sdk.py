@@ -39,6 +39,7 @@ from claude_agent_sdk.types import HookEvent
 from ._conversation import Conversation, Conversations
 from .client import Guard, Session
 from .types import Action, Evidence, Limits
+from .validate import MAX_ERROR_CHARS
 
 
 class _Conversation(Conversation):
@@ -118,7 +119,7 @@ class LoopguardHooks:
             evidence = Evidence.output(input["tool_response"])
             conv.session.tool_result(input["tool_name"], "ok", call_id=input["tool_use_id"], evidence=evidence)
         elif input["hook_event_name"] == "PostToolUseFailure":
-            conv.session.tool_result(input["tool_name"], "error", call_id=input["tool_use_id"], error=input["error"][:4096])
+            conv.session.tool_result(input["tool_name"], "error", call_id=input["tool_use_id"], error=input["error"][:MAX_ERROR_CHARS])
         else:
             return {}
         if conv.aborted is not None:

@@ -62,6 +62,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from ._conversation import Conversation, Conversations
 from .client import Guard, Session
 from .types import Action, Evidence, Limits, Usage, Verdict
+from .validate import MAX_ERROR_CHARS
 
 _NO_NAME = "LoopguardToolset(guard) names each session by the run's conversation_id: pass one, or a Session"
 
@@ -153,7 +154,7 @@ class LoopguardToolset(WrapperToolset[Any]):
         try:
             result = await super().call_tool(name, tool_args, ctx, tool)
         except Exception as e:
-            conv.session.tool_result(name, "error", call_id=call_id or None, error=str(e)[:4096])
+            conv.session.tool_result(name, "error", call_id=call_id or None, error=str(e)[:MAX_ERROR_CHARS])
             raise
         conv.session.tool_result(name, "ok", call_id=call_id or None, evidence=Evidence.output(str(result)))
         return result

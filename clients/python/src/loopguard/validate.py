@@ -15,6 +15,10 @@ MAX_EVENT_ID = 128
 MAX_SESSION_ID = 256
 MAX_NAME = 256  # turn_id, call_id, tool, tenant, agent, model
 MAX_EVIDENCE_STRING = 1024
+# Longer error texts are cut by the guard (compared, not kept whole); adapters cut them here.
+MAX_ERROR_CHARS = 4096
+# Most tool rounds a user message may announce (`limits.max_tool_rounds`).
+MAX_TOOL_ROUNDS = 1_000_000
 # Kafka's default largest record (message.max.bytes) is 1 MiB; leave room for the key and
 # the record overhead.
 MAX_EVENT_BYTES = 1_000_000
@@ -71,8 +75,10 @@ def check_event(event: Mapping[str, Any]) -> bytes:
         raise ValidationError("final", "must be a boolean")
     if kind == "user_message" and "limits" in event:
         rounds = event["limits"].get("max_tool_rounds")
-        if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
-            raise ValidationError("limits.max_tool_rounds", "must be an integer >= 1")
+        if rounds is not None and (
+            isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_TOOL_ROUNDS
+        ):
+            raise ValidationError("limits.max_tool_rounds", f"must be an integer in 1..{MAX_TOOL_ROUNDS}")
     if kind in ("turn_end", "assistant_message") and event.get("usage") is not None:
         _check_usage(event["usage"])
     if kind in ("tool_call", "tool_result"):

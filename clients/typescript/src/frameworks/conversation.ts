@@ -16,6 +16,7 @@
  */
 import type { ErrorCallback, Session, VerdictCallback } from "../guard.js";
 import { outputHash, type Usage, type Verdict } from "../types.js";
+import { MAX_ERROR_CHARS, MAX_USAGE_TOKENS } from "../validate.js";
 
 /** What every adapter accepts besides the session. */
 export interface AdapterOptions {
@@ -123,7 +124,7 @@ export class Conversation {
       this.send(this.session.toolResult(tool, { callId, status: "ok", evidence: { outputHash: outputHash(output.ok ?? null) } }));
     } else {
       const error = output.error instanceof Error ? output.error.message : String(output.error);
-      this.send(this.session.toolResult(tool, { callId, status: "error", error: error.slice(0, 4096) }));
+      this.send(this.session.toolResult(tool, { callId, status: "error", error: error.slice(0, MAX_ERROR_CHARS) }));
     }
   }
 
@@ -174,7 +175,7 @@ export class Conversation {
 
 /** Token counts as the contract takes them: integers in range, else left out. */
 export function usageOf(input: unknown, output: unknown): Usage | undefined {
-  const count = (n: unknown) => (typeof n === "number" && Number.isInteger(n) && n >= 0 && n <= 100_000_000 ? n : undefined);
+  const count = (n: unknown) => (typeof n === "number" && Number.isInteger(n) && n >= 0 && n <= MAX_USAGE_TOKENS ? n : undefined);
   const u: Usage = { inputTokens: count(input), outputTokens: count(output) };
   return u.inputTokens === undefined && u.outputTokens === undefined ? undefined : u;
 }
