@@ -67,3 +67,78 @@ impl Worker {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Engine;
+    use crate::service::kafka::embedded::EmbeddedKafka;
+    use crate::service::kafka::settings::{state_probe_config, state_reader_config};
+    use crate::service::metrics::Metrics;
+    use crate::service::shared::Shared;
+    use crate::service::state::partition::Part;
+    use crate::service::state::restore::{QuietEof, StateReader};
+    use crate::service::txn::TxnProducer;
+    use std::sync::Arc;
+
+    /// A worker owning partition 0 with live sessions, on the embedded broker (records
+    /// written at-least-once: nothing here commits); `token` turns the debug view on.
+    fn worker(token: &str) -> (Worker, Arc<Shared>, EmbeddedKafka, tokio::runtime::Runtime) {
+        // The embedded broker's front door runs on a runtime of its own.
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let _in = rt.enter();
+        let mut cfg = crate::config::load_with_env(None, std::iter::empty()).unwrap();
+        cfg.kafka.embedded_listen = "127.0.0.1:0".parse().unwrap();
+        cfg.kafka.delivery = crate::config::Delivery::AtLeastOnce;
+        let broker = EmbeddedKafka::start(&cfg).unwrap();
+        cfg.kafka.bootstrap_servers = broker.bootstrap_servers();
+        let cfg = Arc::new(cfg);
+        let metrics = Metrics::new(prometheus::Registry::new(), &cfg.metrics).unwrap();
+        let shared = Shared::new(metrics, token);
+        let producer = TxnProducer::new(cfg.clone(), "leak-test").unwrap();
+        let reader = StateReader::new(
+            state_reader_config(&cfg)
+                .create_with_context(QuietEof)
+                .unwrap(),
+            state_probe_config(&cfg)
+                .create_with_context(QuietEof)
+                .unwrap(),
+        );
+        let mut w = Worker::new(cfg, shared.clone(), producer, reader);
+        let engine = Engine::new(Default::default(), Default::default()).track_changes();
+        w.parts.insert(0, Part::new(engine, Some(0), 0));
+        (w, shared, broker, rt)
+    }
+
+    /// Sessions judged, then `versions` policy versions published and switched to, each
+    /// after more events: what the debug view keeps, after each switch.
+    fn kept_after_switches(token: &str, versions: i64) -> Vec<usize> {
+        let (mut w, shared, _broker, _rt) = worker(token);
+        let mut verdicts = Vec::new();
+        let mut kept = Vec::new();
+        for v in 0..versions {
+            let events = crate::fleet::fleet(5, &format!("v{v}-"), v * 1_000_000, 20, v as u64);
+            let part = w.parts.get_mut(&0).unwrap();
+            for e in events {
+                part.engine.handle_event(e, &mut verdicts);
+            }
+            let record = format!(r#"{{"policy": {{"tool": {{"window": {}}}}}}}"#, 8 + v);
+            shared.policy.offer(v, Some(record.as_bytes())).unwrap();
+            w.poll_policy();
+            w.apply_policy(0, 100 * (v + 1)).unwrap();
+            assert_eq!(w.parts[&0].policy_seq, v, "version {v} in force");
+            kept.push(shared.sessions.len());
+        }
+        kept
+    }
+
+    /// Issue 30's leak: each switch published the partition's session summaries whether or
+    /// not the debug view was on, and nothing removed them.
+    #[test]
+    fn policy_switches_keep_no_summaries_while_the_debug_view_is_off() {
+        assert_eq!(kept_after_switches("", 4), vec![0; 4]);
+        // The same switches with the view on keep them: the check above can see a leak.
+        let on = kept_after_switches("token", 4);
+        assert!(on.iter().all(|&n| n > 0), "{on:?}");
+    }
+}
