@@ -94,8 +94,16 @@ fn the_four_copies_of_the_contract_limits_agree() {
         ),
     ];
     for (value, name, pointers) in limits {
-        assert_eq!(constant(&python, "validate.py", name), value, "Python {name}");
-        assert_eq!(constant(&typescript, "validate.ts", name), value, "TypeScript {name}");
+        assert_eq!(
+            constant(&python, "validate.py", name),
+            value,
+            "Python {name}"
+        );
+        assert_eq!(
+            constant(&typescript, "validate.ts", name),
+            value,
+            "TypeScript {name}"
+        );
         for p in pointers {
             assert_eq!(schema_number(&schema, p), value, "schema {p} ({name})");
         }
@@ -103,7 +111,10 @@ fn the_four_copies_of_the_contract_limits_agree() {
     // The largest event a client lets through: what a Kafka record holds by default.
     let record = loopguard::config::PRODUCER_DEFAULT_MAX_BYTES as f64;
     assert_eq!(constant(&python, "validate.py", "MAX_EVENT_BYTES"), record);
-    assert_eq!(constant(&typescript, "validate.ts", "MAX_EVENT_BYTES"), record);
+    assert_eq!(
+        constant(&typescript, "validate.ts", "MAX_EVENT_BYTES"),
+        record
+    );
 }
 
 /// The reader of the clients' constants: a missing one is named, not read as zero.
