@@ -1,9 +1,10 @@
 //! What loops cost, summed for people: `loopguard replay --summary` over a recorded file
 //! and the demo's closing lines. Adds up the engine's loop accounting (`engine::spend`):
 //! all usage reported, the part spent in loops by rule, how long they ran, and an estimate
-//! of what stopping them saved.
+//! of what stopping them saved; and whether steers worked (issue 32): per rule, the loops
+//! whose first verdict was soft, how they ended, and the calls and tokens it took.
 
-use crate::engine::spend::Spent;
+use crate::engine::spend::{Spent, SteerOutcome};
 use crate::engine::verdict::Rule;
 use crate::engine::Spending;
 use std::collections::BTreeMap;
@@ -23,6 +24,24 @@ pub struct RuleCost {
     pub saved_at_least: u64,
 }
 
+/// One rule's steered loops (first verdict warn or steer), by how they ended.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SteerTally {
+    pub worked: u64,
+    pub stopped: u64,
+    pub unresolved: u64,
+    /// Tool calls from the steer to the end of the loops that worked, summed.
+    pub calls_worked: u64,
+    /// Tokens reported from the steer to the end, summed over all of them.
+    pub tokens: u64,
+}
+
+impl SteerTally {
+    pub fn steered(&self) -> u64 {
+        self.worked + self.stopped + self.unresolved
+    }
+}
+
 /// The accounting of a stream of `Spending`.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct CostSummary {
@@ -30,6 +49,7 @@ pub struct CostSummary {
     pub tokens: u64,
     pub cost: f64,
     pub by_rule: BTreeMap<Rule, RuleCost>,
+    pub steers: BTreeMap<Rule, SteerTally>,
 }
 
 impl CostSummary {
@@ -58,6 +78,23 @@ impl CostSummary {
                 let r = self.by_rule.entry(rule).or_default();
                 r.loops += 1;
                 r.seconds += seconds;
+            }
+            Spent::Steered {
+                rule,
+                outcome,
+                calls,
+                tokens,
+            } => {
+                let t = self.steers.entry(rule).or_default();
+                match outcome {
+                    SteerOutcome::Worked => {
+                        t.worked += 1;
+                        t.calls_worked += u64::from(calls);
+                    }
+                    SteerOutcome::Stopped => t.stopped += 1,
+                    SteerOutcome::Unresolved => t.unresolved += 1,
+                }
+                t.tokens += tokens;
             }
         }
     }
@@ -117,6 +154,51 @@ impl CostSummary {
             s,
             "saved by stopping loops: at least {least} tokens (each stopped loop's tokens per response so far, once: the response the refused call would have fed), at most {most} (the same times the responses its request's budget still allowed, as if every stopped loop had run to its budget)"
         );
+        s.push_str(&self.render_steers());
+        s
+    }
+
+    /// Did steers work: per rule, steered loops ended, how, and what it took.
+    pub fn render_steers(&self) -> String {
+        let mut s = String::new();
+        if self.steers.is_empty() {
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "did steers work: loops whose first verdict was a warn or steer, by how they ended (worked: the agent moved on; stopped: a block or abort followed; unresolved: the request or session ended first)"
+        );
+        let _ = writeln!(
+            s,
+            "  {:<26} {:>7} {:>6} {:>7} {:>10} {:>8} {:>15} {:>12}",
+            "rule",
+            "steered",
+            "worked",
+            "stopped",
+            "unresolved",
+            "success",
+            "calls to work",
+            "tokens after"
+        );
+        for (rule, t) in &self.steers {
+            let calls = if t.worked > 0 {
+                format!("{:.1}", t.calls_worked as f64 / t.worked as f64)
+            } else {
+                "-".into()
+            };
+            let _ = writeln!(
+                s,
+                "  {:<26} {:>7} {:>6} {:>7} {:>10} {:>8} {:>15} {:>12}",
+                rule.as_str(),
+                t.steered(),
+                t.worked,
+                t.stopped,
+                t.unresolved,
+                share(t.worked as f64, t.steered() as f64),
+                calls,
+                t.tokens
+            );
+        }
         s
     }
 }

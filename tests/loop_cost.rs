@@ -170,6 +170,99 @@ fn replay_summary_prints_what_the_loops_cost() {
          \x20 rule                        ended     tokens       cost   seconds saved at least saved at most\n\
          \x20 tool.exact_repeat               1       5720     0.0168       5.2           1330        328510\n\
          \x20 tool.error_repeat               1          0     0.0000       3.2              0             0\n\
-         saved by stopping loops: at least 1330 tokens (each stopped loop's tokens per response so far, once: the response the refused call would have fed), at most 328510 (the same times the responses its request's budget still allowed, as if every stopped loop had run to its budget)\n"
+         saved by stopping loops: at least 1330 tokens (each stopped loop's tokens per response so far, once: the response the refused call would have fed), at most 328510 (the same times the responses its request's budget still allowed, as if every stopped loop had run to its budget)\n\
+         did steers work: loops whose first verdict was a warn or steer, by how they ended (worked: the agent moved on; stopped: a block or abort followed; unresolved: the request or session ended first)\n\
+         \x20 rule                       steered worked stopped unresolved  success   calls to work tokens after\n\
+         \x20 tool.error_repeat                1      1       0          0  100.0 %             1.0         1580\n"
     );
+}
+
+/// The steer rows `replay --summary` prints for a golden fixture: (rule, steered, worked,
+/// stopped, unresolved, calls to work).
+fn steer_rows(fixture: &str) -> Vec<(String, u64, u64, u64, u64, String)> {
+    let o = Command::new(env!("CARGO_BIN_EXE_loopguard"))
+        .args([
+            "replay",
+            "--summary",
+            &format!("tests/fixtures/{fixture}.events.jsonl"),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    text.lines()
+        .skip_while(|l| !l.starts_with("did steers work"))
+        .skip(2)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            (f[0].to_string(), n(1), n(2), n(3), n(4), f[7].to_string())
+        })
+        .collect()
+}
+
+/// Steer outcomes (issue 32) on golden fixtures, counted by hand from their events:
+/// - error_repeat: steered at the third failing build (response t3); the agent then
+///   answered (t4) with no tool call: worked, after 0 calls.
+/// - no_change: steered at the third unchanged migration; the agent moved on for one
+///   response (t4, 3 calls) but the rule's abort came at the fifth: stopped.
+/// - answer_repeat: steered at the third identical answer, which ends the file with the
+///   request still open: unresolved.
+/// - loop_cost: the error steer in the third response; the fourth response made one call
+///   and no other verdict of the rule, and reported 1,580 tokens: worked after 1 call.
+#[test]
+fn steer_outcomes_on_golden_fixtures_match_hand_counts() {
+    let row = |r: &str, s, w, st, u, c: &str| (r.to_string(), s, w, st, u, c.to_string());
+    assert_eq!(
+        steer_rows("error_repeat"),
+        [row("tool.error_repeat", 1, 1, 0, 0, "0.0")]
+    );
+    assert_eq!(
+        steer_rows("no_change"),
+        [row("tool.no_change", 1, 0, 1, 0, "-")]
+    );
+    assert_eq!(
+        steer_rows("answer_repeat"),
+        [row("content.answer_repeat", 1, 0, 0, 1, "-")]
+    );
+    assert_eq!(
+        steer_rows("loop_cost"),
+        [row("tool.error_repeat", 1, 1, 0, 0, "1.0")]
+    );
+}
+
+/// A steer's outcome survives a hand-over: the same outcomes cut anywhere.
+#[test]
+fn steer_outcomes_are_the_same_across_a_hand_over() {
+    let events: Vec<Event> = std::fs::read_to_string("tests/fixtures/no_change.events.jsonl")
+        .unwrap()
+        .lines()
+        .map(|l| Event::decode(l.as_bytes()).unwrap())
+        .collect();
+    let steered = |e: &mut Engine, events: &[Event]| -> Vec<Spent> {
+        let mut out = Vec::new();
+        let mut spent = Vec::new();
+        for ev in events {
+            e.handle_event(ev.clone(), &mut out);
+            spent.extend(e.take_spending().into_iter().map(|s| s.spent));
+        }
+        spent
+            .into_iter()
+            .filter(|s| matches!(s, Spent::Steered { .. }))
+            .collect()
+    };
+    let whole = steered(&mut engine(), &events);
+    assert_eq!(whole.len(), 1, "{whole:?}");
+    let session = events[0].meta.session_id.clone();
+    for cut in 1..events.len() {
+        let mut a = engine();
+        let mut got = steered(&mut a, &events[..cut]);
+        let mut b = engine();
+        b.restore_clock(a.clock());
+        if let Some(bytes) = a.snapshot(&session) {
+            b.restore(&session, &bytes).unwrap();
+        }
+        got.extend(steered(&mut b, &events[cut..]));
+        assert_eq!(got, whole, "cut at {cut}");
+    }
 }

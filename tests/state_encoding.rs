@@ -265,12 +265,58 @@ fn the_state_layout_is_pinned() {
     let fingerprint = xxhash_rust::xxh3::xxh3_64(listing.as_bytes());
     assert_eq!(
         (snapshot::LAYOUT, fingerprint),
-        (2, PINNED_FINGERPRINT),
+        (3, PINNED_FINGERPRINT),
         "the state's fields changed: bump snapshot::LAYOUT and pin {fingerprint:#x}; key paths:\n{listing}"
     );
 }
 
-const PINNED_FINGERPRINT: u64 = 0xc858_b5e8_7dba_c584;
+const PINNED_FINGERPRINT: u64 = 0xfebc_2cf8_6879_b4e9;
+
+/// Layout 2 (before issue 32) is layout 3 without its last field, the steers waiting for an
+/// outcome: a layout-2 record reads as the same session with none, in every format, so a
+/// rolling upgrade keeps every session's state.
+#[test]
+fn layout_two_records_read_as_having_no_steer_waiting() {
+    let events = fleet();
+    let mut e = engine();
+    run(&mut e, &events, &mut Vec::new());
+    let mut read = 0;
+    for id in e.session_ids() {
+        let json = e.snapshot_json(&id).unwrap();
+        let state = snapshot::decode(&json).unwrap();
+        if !String::from_utf8_lossy(&json).contains("\"steers\":[]") {
+            continue;
+        }
+        // The record layout 2 wrote: the same body without the last byte (the empty list).
+        let body = postcard_body(&state);
+        assert_eq!(body.last(), Some(&0));
+        let old = [&[snapshot::FORMAT_BINARY, 2][..], &body[..body.len() - 1]].concat();
+        let back = snapshot::decode(&old).expect("a layout-2 record reads");
+        assert_eq!(snapshot::encode_json(&back), snapshot::encode_json(&state));
+        let old_lz4 = [
+            &[snapshot::FORMAT_BINARY_LZ4, 2][..],
+            &lz4_flex::block::compress_prepend_size(&body[..body.len() - 1]),
+        ]
+        .concat();
+        let back = snapshot::decode(&old_lz4).expect("a layout-2 LZ4 record reads");
+        assert_eq!(snapshot::encode_json(&back), snapshot::encode_json(&state));
+        read += 1;
+    }
+    assert!(read >= 10, "only {read} sessions read");
+    // Layout 1 is still refused by name.
+    let err = snapshot::decode(&[snapshot::FORMAT_BINARY, 1, 0]).unwrap_err();
+    assert!(err.to_string().contains("layout 1"), "{err}");
+}
+
+/// A state's postcard body as layout 3 writes it (`encode` without its two header bytes,
+/// uncompressed).
+fn postcard_body(state: &loopguard::engine::rules::SessionState) -> Vec<u8> {
+    let bytes = snapshot::encode(state);
+    match bytes[0] {
+        snapshot::FORMAT_BINARY => bytes[2..].to_vec(),
+        _ => lz4_flex::block::decompress_size_prepended(&bytes[2..]).unwrap(),
+    }
+}
 
 #[test]
 fn broken_records_are_refused_by_name() {

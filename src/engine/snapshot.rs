@@ -32,7 +32,10 @@ const FORMAT_JSON: u8 = b'{';
 /// The state types' layout, written after the format byte: bump it with any change to the
 /// fields of a serialized state type (`tests/state_encoding.rs` pins the encoding of a
 /// known state, so a change cannot pass unnoticed). A record of another layout is refused.
-pub const LAYOUT: u8 = 2;
+pub const LAYOUT: u8 = 3;
+/// The layout before issue 32: layout 3 without its last field (`LoopSpend::steers`, the
+/// last field of `SessionState`'s last field), read as having no steer waiting.
+const LAYOUT_WITHOUT_STEERS: u8 = 2;
 
 /// States of at least this many postcard bytes are compressed (smaller ones gain little).
 /// LZ4 rather than deflate: over the fleet's states deflate (level 1) saved another 6 %
@@ -138,26 +141,33 @@ pub fn decode(bytes: &[u8]) -> Result<SessionState, StateError> {
         FORMAT_JSON => Ok(serde_json::from_slice(bytes)?),
         FORMAT_BINARY | FORMAT_BINARY_LZ4 | FORMAT_BINARY_DEFLATE => {
             let (&layout, body) = rest.split_first().ok_or(StateError::Empty)?;
-            if layout != LAYOUT {
+            if layout != LAYOUT && layout != LAYOUT_WITHOUT_STEERS {
                 return Err(StateError::Layout { found: layout });
             }
-            if format == FORMAT_BINARY {
-                return from_postcard(body);
+            let mut body = match format {
+                FORMAT_BINARY => std::borrow::Cow::Borrowed(body),
+                FORMAT_BINARY_DEFLATE => std::borrow::Cow::Owned(inflate(body)?),
+                _ => std::borrow::Cow::Owned(unlz4(body)?),
+            };
+            if layout == LAYOUT_WITHOUT_STEERS {
+                // The missing last field: an empty list (its length, a varint 0).
+                body.to_mut().push(0);
             }
-            if format == FORMAT_BINARY_DEFLATE {
-                return from_postcard(&inflate(body)?);
-            }
-            let (size, _) = lz4_flex::block::uncompressed_size(body)
-                .map_err(|e| StateError::Decompress(e.to_string()))?;
-            if size > MAX_INFLATED {
-                return Err(StateError::Decompress(format!("{size} bytes uncompressed")));
-            }
-            let body = lz4_flex::block::decompress_size_prepended(body)
-                .map_err(|e| StateError::Decompress(e.to_string()))?;
             from_postcard(&body)
         }
         other => Err(StateError::UnknownFormat(other)),
     }
+}
+
+/// An LZ4 block with its length first.
+fn unlz4(body: &[u8]) -> Result<Vec<u8>, StateError> {
+    let (size, _) = lz4_flex::block::uncompressed_size(body)
+        .map_err(|e| StateError::Decompress(e.to_string()))?;
+    if size > MAX_INFLATED {
+        return Err(StateError::Decompress(format!("{size} bytes uncompressed")));
+    }
+    lz4_flex::block::decompress_size_prepended(body)
+        .map_err(|e| StateError::Decompress(e.to_string()))
 }
 
 /// A deflated body: its length (4 bytes, little-endian), then raw deflate.

@@ -1,4 +1,4 @@
-//! What loops cost (issue 18): the usage a session's runtime reports (`usage` on `turn_end`
+//! What loops cost (issue 18), and whether a steer worked (issue 32): the usage a session's runtime reports (`usage` on `turn_end`
 //! and `assistant_message`) attributed to the loop it was spent in, from the loop's first
 //! event (its first repeated call or chunk, as its rule saw it) until the loop ends: the
 //! agent moves on (a whole response without another verdict of the rule), the request
@@ -6,6 +6,12 @@
 //! usage report is attributed to one loop at most (the oldest open one), so "spent in
 //! loops" never counts a token twice. Time is the events' own; pure and deterministic, and
 //! part of the session's handed-over state.
+//!
+//! A loop whose first verdict was soft (warn or steer) has an outcome when it ends:
+//! `worked` (the agent moved on: a whole response without another verdict of the rule),
+//! `stopped` (a block or an abort came after the steer), or `unresolved` (the request or
+//! session ended, or the loop was pushed out, while it was open), with the tool calls and
+//! tokens it took from the steer to that end.
 
 use super::verdict::{Action, LoopCost, Rule, Verdict};
 use serde::{Deserialize, Serialize};
@@ -42,6 +48,56 @@ struct OpenLoop {
     stopped: bool,
 }
 
+/// A loop that got a warn or steer, waiting for its outcome: decided at a block or abort
+/// (stopped) or when its request ends (worked if the agent had moved on, else unresolved).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Steer {
+    rule: Rule,
+    /// The soft verdict's time.
+    at: i64,
+    /// Tool calls since.
+    calls: u32,
+    /// When the agent moved on (its loop ended), the calls and time then; cleared when the
+    /// rule speaks again in the same request.
+    #[serde(default)]
+    moved_on: Option<(u32, i64)>,
+}
+
+/// How a steered loop ended (decided at a stop or at its request's end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteerOutcome {
+    /// The agent moved on: a whole response without another verdict of the rule.
+    Worked,
+    /// A block or an abort came after the steer.
+    Stopped,
+    /// The request or the session ended (or the loop was pushed out) while it was open.
+    Unresolved,
+}
+
+impl SteerOutcome {
+    pub const ALL: [SteerOutcome; 3] = [
+        SteerOutcome::Worked,
+        SteerOutcome::Stopped,
+        SteerOutcome::Unresolved,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SteerOutcome::Worked => "worked",
+            SteerOutcome::Stopped => "stopped",
+            SteerOutcome::Unresolved => "unresolved",
+        }
+    }
+}
+
+/// Why open loops end now.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Why {
+    MovedOn,
+    RunAborted,
+    RequestEnded,
+}
+
 /// What one event moved, for the adapters (metrics, `replay --summary`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Spent {
@@ -61,6 +117,14 @@ pub enum Spent {
     },
     /// A loop found by `rule` ended after `seconds` (from its first event).
     Ended { rule: Rule, seconds: f64 },
+    /// A loop found by `rule` whose first verdict was soft ended so: after `calls` tool
+    /// calls and `tokens` reported since that verdict.
+    Steered {
+        rule: Rule,
+        outcome: SteerOutcome,
+        calls: u32,
+        tokens: u64,
+    },
 }
 
 /// When a verdict came, and what its request still had.
@@ -78,6 +142,11 @@ pub struct At {
 pub struct LoopSpend {
     ledger: VecDeque<Entry>,
     open: Vec<OpenLoop>,
+    /// Steered loops of the request in progress, their outcome not decided yet. The last
+    /// field of the last field of `SessionState`: a layout-2 record is this layout without
+    /// it (`engine::snapshot` reads one as having none).
+    #[serde(default)]
+    steers: Vec<Steer>,
 }
 
 impl LoopSpend {
@@ -133,7 +202,7 @@ impl LoopSpend {
                 None => {
                     if self.open.len() >= OPEN {
                         let oldest = self.open.remove(0);
-                        spent.push(ended(&oldest, at.now));
+                        self.ended(&oldest, at.now, Why::RequestEnded, spent);
                     }
                     self.open.push(OpenLoop {
                         rule: v.rule,
@@ -158,7 +227,61 @@ impl LoopSpend {
                 });
             }
             v.loop_cost = Some(cost);
+            self.steer_verdict(v.rule, v.action, at.now, spent);
         }
+    }
+
+    /// A loop verdict's part in steer outcomes: a soft one starts (or reopens) its rule's
+    /// steer; a block of the rule, or any abort, stops it.
+    fn steer_verdict(&mut self, rule: Rule, action: Action, now: i64, spent: &mut Vec<Spent>) {
+        match action {
+            Action::Warn | Action::Steer => match self.steers.iter_mut().find(|s| s.rule == rule) {
+                Some(s) => s.moved_on = None,
+                None => {
+                    if self.steers.len() >= OPEN {
+                        let oldest = self.steers.remove(0);
+                        self.decide(&oldest, SteerOutcome::Unresolved, now, spent);
+                    }
+                    self.steers.push(Steer {
+                        rule,
+                        at: now,
+                        calls: 0,
+                        moved_on: None,
+                    });
+                }
+            },
+            Action::Block | Action::Abort => {
+                let all = action == Action::Abort;
+                let (stopped, rest): (Vec<Steer>, Vec<Steer>) = std::mem::take(&mut self.steers)
+                    .into_iter()
+                    .partition(|s| all || s.rule == rule);
+                self.steers = rest;
+                for s in &stopped {
+                    self.decide(s, SteerOutcome::Stopped, now, spent);
+                }
+            }
+        }
+    }
+
+    /// Steer `s` ended so at `now`: the calls and tokens it took (to when the agent moved on,
+    /// for one that worked).
+    fn decide(&self, s: &Steer, outcome: SteerOutcome, now: i64, spent: &mut Vec<Spent>) {
+        let (calls, until) = match (outcome, s.moved_on) {
+            (SteerOutcome::Worked, Some(moved)) => moved,
+            _ => (s.calls, now),
+        };
+        let tokens = self
+            .ledger
+            .iter()
+            .filter(|e| e.ts >= s.at && e.ts <= until)
+            .filter_map(|e| e.tokens)
+            .sum();
+        spent.push(Spent::Steered {
+            rule: s.rule,
+            outcome,
+            calls,
+            tokens,
+        });
     }
 
     /// What was spent since a new loop of `rule` began and no other loop has counted.
@@ -177,30 +300,67 @@ impl LoopSpend {
         }
     }
 
+    /// A tool call: one more for every steer waiting for its outcome.
+    pub fn on_tool_call(&mut self) {
+        for s in &mut self.steers {
+            s.calls = s.calls.saturating_add(1);
+        }
+    }
+
     /// Response `turn` ended at `ts`, before its usage is counted: the loops whose latest
     /// verdict came in an earlier response end (the agent moved on).
     pub fn on_turn_end(&mut self, turn: &str, ts: i64, spent: &mut Vec<Spent>) {
-        self.end_where(ts, spent, |o| o.turn.as_deref() != Some(turn));
+        self.end_where(ts, spent, Why::MovedOn, |o| o.turn.as_deref() != Some(turn));
     }
 
     /// After the usage of response `turn` is counted: aborted loops end with it.
     pub fn after_turn_end(&mut self, turn: &str, ts: i64, spent: &mut Vec<Spent>) {
-        self.end_where(ts, spent, |o| o.aborted && o.turn.as_deref() == Some(turn));
-    }
-
-    /// The request or the session ended at `ts`: every open loop ends.
-    pub fn end_all(&mut self, ts: i64, spent: &mut Vec<Spent>) {
-        self.end_where(ts, spent, |_| true);
-    }
-
-    fn end_where(&mut self, ts: i64, spent: &mut Vec<Spent>, ends: impl Fn(&OpenLoop) -> bool) {
-        self.open.retain(|o| {
-            let end = ends(o);
-            if end {
-                spent.push(ended(o, ts));
-            }
-            !end
+        self.end_where(ts, spent, Why::RunAborted, |o| {
+            o.aborted && o.turn.as_deref() == Some(turn)
         });
+    }
+
+    /// The request or the session ended at `ts`: every open loop ends, and every steer is
+    /// decided: worked when the agent had moved on from its loop, else unresolved.
+    pub fn end_all(&mut self, ts: i64, spent: &mut Vec<Spent>) {
+        self.end_where(ts, spent, Why::RequestEnded, |_| true);
+        for s in std::mem::take(&mut self.steers) {
+            let outcome = match s.moved_on {
+                Some(_) => SteerOutcome::Worked,
+                None => SteerOutcome::Unresolved,
+            };
+            self.decide(&s, outcome, ts, spent);
+        }
+    }
+
+    fn end_where(
+        &mut self,
+        ts: i64,
+        spent: &mut Vec<Spent>,
+        why: Why,
+        ends: impl Fn(&OpenLoop) -> bool,
+    ) {
+        let (ending, open): (Vec<OpenLoop>, Vec<OpenLoop>) = std::mem::take(&mut self.open)
+            .into_iter()
+            .partition(|o| ends(o));
+        self.open = open;
+        for o in &ending {
+            self.ended(o, ts, why, spent);
+        }
+    }
+
+    /// Loop `o` ended at `ts`: how long it ran; a steer of its rule notes that the agent
+    /// moved on.
+    fn ended(&mut self, o: &OpenLoop, ts: i64, why: Why, spent: &mut Vec<Spent>) {
+        spent.push(Spent::Ended {
+            rule: o.rule,
+            seconds: seconds(o.since, ts),
+        });
+        if why == Why::MovedOn {
+            if let Some(s) = self.steers.iter_mut().find(|s| s.rule == o.rule) {
+                s.moved_on = Some((s.calls, ts));
+            }
+        }
     }
 
     /// What was spent from `since` to `now` (tokens and cost when the runtime reported
@@ -228,11 +388,4 @@ impl LoopSpend {
 
 fn seconds(since: i64, now: i64) -> f64 {
     (now.saturating_sub(since).max(0) as f64) / 1000.0
-}
-
-fn ended(o: &OpenLoop, ts: i64) -> Spent {
-    Spent::Ended {
-        rule: o.rule,
-        seconds: seconds(o.since, ts),
-    }
 }

@@ -251,7 +251,10 @@ impl SessionState {
                 call_id,
                 tool,
                 args,
-            } => self.on_tool_call(turn_id, call_id, tool, args, cx),
+            } => {
+                self.spend.on_tool_call();
+                self.on_tool_call(turn_id, call_id, tool, args, cx)
+            }
             Body::ToolResult { .. } => self.on_tool_result(event, cx),
             Body::Reasoning { text, .. } => {
                 if let Some(turn) = self.turn.as_mut() {

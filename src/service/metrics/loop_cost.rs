@@ -1,10 +1,11 @@
 //! Prometheus families of what loops cost (issue 18), fed by the engine's loop accounting
 //! (`engine::spend`): all usage the runtimes reported, the part spent in loops by rule, the
-//! seconds loops ran, the loops ended and an estimate of the tokens stopping them saved.
+//! seconds loops ran, the loops ended and an estimate of the tokens stopping them saved;
+//! and how steered loops ended (issue 32: did the steer work, in how many calls).
 //! Tenant and model labels only as the metrics configuration allows (bounded).
 
 use crate::cost_summary::{CostSummary, RuleCost};
-use crate::engine::spend::Spent;
+use crate::engine::spend::{Spent, SteerOutcome};
 use crate::engine::verdict::Rule;
 use crate::engine::Spending;
 use prometheus::{CounterVec, IntCounterVec, Opts, Registry};
@@ -23,6 +24,9 @@ pub struct LoopCostMetrics {
     loops_ended: IntCounterVec,
     tokens_saved: IntCounterVec,
     tokens_saved_at_least: IntCounterVec,
+    steer_outcomes: IntCounterVec,
+    steer_calls: IntCounterVec,
+    steer_tokens: IntCounterVec,
     labels: Labeller,
 }
 
@@ -31,6 +35,10 @@ impl LoopCostMetrics {
     /// `model`, as configured) and `labels` gives their values for a spending.
     pub fn new(r: &Registry, who: &[&str], labels: Labeller) -> prometheus::Result<Self> {
         let with_rule: Vec<&str> = std::iter::once("rule").chain(who.iter().copied()).collect();
+        let with_outcome: Vec<&str> = ["rule", "outcome"]
+            .into_iter()
+            .chain(who.iter().copied())
+            .collect();
         let ints = |name: &str, help: &str, l: &[&str]| super::families::counter(r, name, help, l);
         let floats = |name: &str, help: &str, l: &[&str]| -> prometheus::Result<CounterVec> {
             let c = CounterVec::new(Opts::new(name, help), l)?;
@@ -47,6 +55,9 @@ impl LoopCostMetrics {
             loops_ended: ints("loopguard_loops_ended_total", "Loops ended (the agent moved on, the request or session ended, the run was aborted), by rule.", &with_rule)?,
             tokens_saved: ints("loopguard_loop_tokens_saved_total", "Tokens saved by blocking or aborting loops, at most: at each loop's first block or abort, its tokens per response so far times the responses its request's budget still allowed (as if every stopped loop had run to its budget).", &with_rule)?,
             tokens_saved_at_least: ints("loopguard_loop_tokens_saved_at_least_total", "Tokens saved by blocking or aborting loops, at least: at each loop's first block or abort, its tokens per response so far, once (the response the refused call would have fed).", &with_rule)?,
+            steer_outcomes: ints("loopguard_steer_outcomes_total", "Loops whose first verdict was a warn or steer, ended, by how: worked (the agent moved on), stopped (a block or abort followed), unresolved (the request or session ended first).", &with_outcome)?,
+            steer_calls: ints("loopguard_steer_calls_total", "Tool calls from the steer to the end of the steered loops that worked (divided by their count: calls a steer takes to work).", &with_rule)?,
+            steer_tokens: ints("loopguard_steer_tokens_total", "Tokens reported from the steer to the end of steered loops, by how they ended.", &with_outcome)?,
             labels,
         };
         Ok(m)
@@ -65,6 +76,12 @@ impl LoopCostMetrics {
             self.loops_ended.with_label_values(&l);
             self.tokens_saved.with_label_values(&l);
             self.tokens_saved_at_least.with_label_values(&l);
+            self.steer_calls.with_label_values(&l);
+            for o in SteerOutcome::ALL {
+                let l = [rule.as_str(), o.as_str()];
+                self.steer_outcomes.with_label_values(&l);
+                self.steer_tokens.with_label_values(&l);
+            }
         }
     }
 
@@ -150,6 +167,24 @@ impl LoopCostMetrics {
                 let l = with(rule);
                 self.loops_ended.with_label_values(&l).inc();
                 self.loop_seconds.with_label_values(&l).inc_by(seconds);
+            }
+            Spent::Steered {
+                rule,
+                outcome,
+                calls,
+                tokens,
+            } => {
+                let l: Vec<&str> = [rule.as_str(), outcome.as_str()]
+                    .into_iter()
+                    .chain(who.iter().copied())
+                    .collect();
+                self.steer_outcomes.with_label_values(&l).inc();
+                self.steer_tokens.with_label_values(&l).inc_by(tokens);
+                if outcome == SteerOutcome::Worked {
+                    self.steer_calls
+                        .with_label_values(&with(rule))
+                        .inc_by(u64::from(calls));
+                }
             }
         }
     }
