@@ -50,6 +50,10 @@ pub struct CostSummary {
     pub cost: f64,
     pub by_rule: BTreeMap<Rule, RuleCost>,
     pub steers: BTreeMap<Rule, SteerTally>,
+    /// Feedback on verdicts, per rule: (useful, not useful).
+    pub feedback: BTreeMap<Rule, (u64, u64)>,
+    /// Feedback matched to no verdict, by reason.
+    pub feedback_unmatched: BTreeMap<&'static str, u64>,
 }
 
 impl CostSummary {
@@ -78,6 +82,17 @@ impl CostSummary {
                 let r = self.by_rule.entry(rule).or_default();
                 r.loops += 1;
                 r.seconds += seconds;
+            }
+            Spent::Feedback { rule, useful } => {
+                let f = self.feedback.entry(rule).or_default();
+                if useful {
+                    f.0 += 1;
+                } else {
+                    f.1 += 1;
+                }
+            }
+            Spent::FeedbackUnmatched { reason } => {
+                *self.feedback_unmatched.entry(reason).or_default() += 1;
             }
             Spent::Steered {
                 rule,
@@ -155,6 +170,48 @@ impl CostSummary {
             "saved by stopping loops: at least {least} tokens (each stopped loop's tokens per response so far, once: the response the refused call would have fed), at most {most} (the same times the responses its request's budget still allowed, as if every stopped loop had run to its budget)"
         );
         s.push_str(&self.render_steers());
+        s.push_str(&self.render_feedback());
+        s
+    }
+
+    /// Feedback on verdicts: per rule, judged useful or not, and the precision it gives.
+    pub fn render_feedback(&self) -> String {
+        let mut s = String::new();
+        if self.feedback.is_empty() && self.feedback_unmatched.is_empty() {
+            return s;
+        }
+        let unmatched: Vec<String> = self
+            .feedback_unmatched
+            .iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "feedback on verdicts: judged useful or not, per rule (not matched to a verdict: {})",
+            if unmatched.is_empty() {
+                "none".to_string()
+            } else {
+                unmatched.join(", ")
+            }
+        );
+        if self.feedback.is_empty() {
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "  {:<26} {:>7} {:>10} {:>10}",
+            "rule", "useful", "not useful", "precision"
+        );
+        for (rule, (yes, no)) in &self.feedback {
+            let _ = writeln!(
+                s,
+                "  {:<26} {:>7} {:>10} {:>10}",
+                rule.as_str(),
+                yes,
+                no,
+                share(*yes as f64, (yes + no) as f64)
+            );
+        }
         s
     }
 

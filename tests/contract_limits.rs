@@ -40,7 +40,13 @@ fn the_four_copies_of_the_contract_limits_agree() {
     let python = read("clients/python/src/loopguard/validate.py");
     let typescript = read("clients/typescript/src/validate.ts");
     // (Rust value, client constant, schema pointers holding the same bound)
-    let limits: [(f64, &str, &[&str]); 8] = [
+    let limits: [(f64, &str, &[&str]); 10] = [
+        (
+            rust::MAX_VERDICT_ID_CHARS as f64,
+            "MAX_VERDICT_ID",
+            &["/properties/verdict_id/maxLength"],
+        ),
+        (rust::MAX_NOTE_CHARS as f64, "MAX_NOTE_CHARS", &[]),
         (
             rust::MAX_EVENT_ID_CHARS as f64,
             "MAX_EVENT_ID",

@@ -266,3 +266,72 @@ fn steer_outcomes_are_the_same_across_a_hand_over() {
         assert_eq!(got, whole, "cut at {cut}");
     }
 }
+
+/// A feedback event (issue 32) naming `verdict_id` of `session`, after `after`.
+fn feedback(after: &Event, session: &str, verdict_id: &str, useful: bool) -> Event {
+    let line = json!({
+        "v": 1, "event_id": format!("fb-{verdict_id}-{useful}"), "session_id": session,
+        "ts": after.meta.ts_ms + 1, "type": "feedback", "verdict_id": verdict_id,
+        "useful": useful, "note": "x".repeat(5000),
+    });
+    Event::decode(line.to_string().as_bytes()).unwrap()
+}
+
+/// Feedback counts toward the rule of the verdict it names; one naming no verdict of the
+/// session, or a session the engine does not hold, is counted as unmatched; and it changes
+/// no verdict (the same stream with and without it).
+#[test]
+fn feedback_counts_toward_the_rule_of_the_verdict_it_names() {
+    let events = fixture();
+    let (verdicts, _) = judge(&mut engine(), &events);
+    let session = events[0].meta.session_id.clone();
+    let last = events.last().unwrap();
+    let mut with = events.clone();
+    for v in &verdicts {
+        with.push(feedback(
+            last,
+            &session,
+            &v.verdict_id,
+            v.rule == Rule::ExactRepeat,
+        ));
+    }
+    with.push(feedback(last, &session, "no-such-verdict", false));
+    with.push(feedback(
+        last,
+        "no-such-session",
+        &verdicts[0].verdict_id,
+        false,
+    ));
+    let (again, cost) = judge(&mut engine(), &with);
+    assert_eq!(again, verdicts, "feedback changes no verdict");
+    // The fixture's verdicts: exact_repeat blocks twice (judged useful), one error steer.
+    assert_eq!(cost.feedback[&Rule::ExactRepeat], (2, 0));
+    assert_eq!(cost.feedback[&Rule::ErrorRepeat], (0, 1));
+    assert_eq!(cost.feedback_unmatched["unknown_verdict"], 1);
+    assert_eq!(cost.feedback_unmatched["unknown_session"], 1);
+    assert!(cost
+        .render()
+        .contains("tool.exact_repeat                2          0    100.0 %"));
+}
+
+/// A feedback event that is not one is refused by name (the service dead-letters it).
+#[test]
+fn malformed_feedback_is_refused_naming_the_field() {
+    for (line, field) in [
+        (
+            r#"{"v":1,"event_id":"f","session_id":"s","ts":1,"type":"feedback","useful":true}"#,
+            "verdict_id",
+        ),
+        (
+            r#"{"v":1,"event_id":"f","session_id":"s","ts":1,"type":"feedback","verdict_id":"v"}"#,
+            "useful",
+        ),
+        (
+            r#"{"v":1,"event_id":"f","session_id":"s","ts":1,"type":"feedback","verdict_id":"v","useful":"yes"}"#,
+            "useful",
+        ),
+    ] {
+        let err = Event::decode(line.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains(field), "{line}: {err}");
+    }
+}

@@ -19,6 +19,10 @@ pub const MAX_NAME_CHARS: usize = 256;
 pub const MAX_EVIDENCE_CHARS: usize = 1024;
 /// Longer error texts are cut (they are compared, not kept whole).
 pub const MAX_ERROR_CHARS: usize = 4096;
+/// Longest verdict id a feedback event may name (the guard's are 32 characters).
+pub const MAX_VERDICT_ID_CHARS: usize = 128;
+/// Longer feedback notes are cut (counted, never kept or exported).
+pub const MAX_NOTE_CHARS: usize = 1024;
 /// Latest event time accepted: 9999-12-31T23:59:59.999Z (keeps time arithmetic in range).
 pub const MAX_TS_MS: i64 = 253_402_300_799_999;
 
@@ -180,6 +184,9 @@ struct WireEvent {
     /// Checked by hand (`checks::usage`): serde would read an array as the object, and
     /// a negative count must be `invalid_field`, not `wrong_type`.
     usage: Option<Value>,
+    verdict_id: Option<String>,
+    useful: Option<bool>,
+    note: Option<String>,
 }
 
 /// The error for valid JSON that does not fit the wire form, naming the field: the text
@@ -269,6 +276,13 @@ pub enum Body {
     },
     Compaction,
     SessionEnd,
+    /// A person's (or a runtime's) judgement of a verdict the session got (issue 32):
+    /// `useful` or not, an optional note. Not agent activity: no rule reads it.
+    Feedback {
+        verdict_id: String,
+        useful: bool,
+        note: Option<String>,
+    },
     /// A type this version does not know: counted and skipped.
     Unknown {
         kind: String,
@@ -287,6 +301,7 @@ impl Body {
             Body::TurnEnd { .. } => "turn_end",
             Body::Compaction => "compaction",
             Body::SessionEnd => "session_end",
+            Body::Feedback { .. } => "feedback",
             Body::Unknown { kind } => kind,
         }
     }
@@ -319,7 +334,7 @@ pub struct Event {
 }
 
 /// The known event types, in a fixed order (used for per-type counters).
-pub const EVENT_TYPES: [&str; 9] = [
+pub const EVENT_TYPES: [&str; 10] = [
     "user_message",
     "assistant_message",
     "tool_call",
@@ -329,6 +344,7 @@ pub const EVENT_TYPES: [&str; 9] = [
     "turn_end",
     "compaction",
     "session_end",
+    "feedback",
 ];
 
 impl Event {
@@ -420,6 +436,14 @@ impl Event {
             },
             "compaction" => Body::Compaction,
             "session_end" => Body::SessionEnd,
+            "feedback" => Body::Feedback {
+                verdict_id: non_empty(
+                    "verdict_id",
+                    w.verdict_id.ok_or_else(|| missing("verdict_id"))?,
+                )?,
+                useful: w.useful.ok_or_else(|| missing("useful"))?,
+                note: w.note,
+            },
             _ => Body::Unknown { kind },
         };
         let meta = Meta {
@@ -517,6 +541,17 @@ impl Event {
                 }
             }
             Body::TurnEnd { usage, .. } => insert_usage(&mut o, usage),
+            Body::Feedback {
+                verdict_id,
+                useful,
+                note,
+            } => {
+                o.insert("verdict_id".into(), verdict_id.clone().into());
+                o.insert("useful".into(), (*useful).into());
+                if let Some(n) = note {
+                    o.insert("note".into(), n.clone().into());
+                }
+            }
             Body::Compaction | Body::SessionEnd | Body::Unknown { .. } => {}
         }
         Value::Object(o)

@@ -264,6 +264,21 @@ impl Engine {
             Some(_) => true,
             None => false,
         };
+        if let (false, Body::Feedback { .. }) = (known, &event.body) {
+            // Feedback makes no session: it is counted as not matched.
+            self.stats.events_by_type[kind] += 1;
+            if let Some(out) = self.spending.as_mut() {
+                out.push(Spending {
+                    spent: spend::Spent::FeedbackUnmatched {
+                        reason: "unknown_session",
+                    },
+                    tenant: event.meta.tenant.clone(),
+                    agent: event.meta.agent.clone(),
+                    model: event.meta.model.clone(),
+                });
+            }
+            return Handled::Processed;
+        }
         if !known {
             let m = &event.meta;
             let policy = self

@@ -33,8 +33,8 @@ const FORMAT_JSON: u8 = b'{';
 /// fields of a serialized state type (`tests/state_encoding.rs` pins the encoding of a
 /// known state, so a change cannot pass unnoticed). A record of another layout is refused.
 pub const LAYOUT: u8 = 3;
-/// The layout before issue 32: layout 3 without its last field (`LoopSpend::steers`, the
-/// last field of `SessionState`'s last field), read as having no steer waiting.
+/// The layout before issue 32: layout 3 without the last two fields of `SessionState`'s
+/// last field (`LoopSpend::steers`, `LoopSpend::verdicts`), read as having none.
 const LAYOUT_WITHOUT_STEERS: u8 = 2;
 
 /// States of at least this many postcard bytes are compressed (smaller ones gain little).
@@ -150,8 +150,8 @@ pub fn decode(bytes: &[u8]) -> Result<SessionState, StateError> {
                 _ => std::borrow::Cow::Owned(unlz4(body)?),
             };
             if layout == LAYOUT_WITHOUT_STEERS {
-                // The missing last field: an empty list (its length, a varint 0).
-                body.to_mut().push(0);
+                // The two missing last fields: empty lists (each its length, a varint 0).
+                body.to_mut().extend_from_slice(&[0, 0]);
             }
             from_postcard(&body)
         }

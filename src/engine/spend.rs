@@ -13,6 +13,7 @@
 //! session ended, or the loop was pushed out, while it was open), with the tool calls and
 //! tokens it took from the steer to that end.
 
+use super::canon::hash64;
 use super::verdict::{Action, LoopCost, Rule, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -21,6 +22,8 @@ use std::collections::VecDeque;
 const LEDGER: usize = 64;
 /// Loops open at once per session, at most (the oldest is ended first).
 const OPEN: usize = 8;
+/// Verdicts a session remembers for feedback on them (issue 32): the latest ones.
+const JUDGEABLE: usize = 32;
 
 /// One usage report.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -117,6 +120,11 @@ pub enum Spent {
     },
     /// A loop found by `rule` ended after `seconds` (from its first event).
     Ended { rule: Rule, seconds: f64 },
+    /// Feedback on a verdict of `rule` the session got: `useful` or not.
+    Feedback { rule: Rule, useful: bool },
+    /// Feedback the session cannot match: `unknown_verdict` (not among its latest
+    /// verdicts) or `unknown_session` (no state: ended, expired, never seen).
+    FeedbackUnmatched { reason: &'static str },
     /// A loop found by `rule` whose first verdict was soft ended so: after `calls` tool
     /// calls and `tokens` reported since that verdict.
     Steered {
@@ -147,6 +155,10 @@ pub struct LoopSpend {
     /// it (`engine::snapshot` reads one as having none).
     #[serde(default)]
     steers: Vec<Steer>,
+    /// The latest verdicts (a hash of their id, their rule), for feedback on them. Also a
+    /// last field: a layout-2 record has none.
+    #[serde(default)]
+    verdicts: VecDeque<(u64, Rule)>,
 }
 
 impl LoopSpend {
@@ -182,6 +194,11 @@ impl LoopSpend {
     /// rule's start, else `at.default_since`), and opens or extends its loop.
     pub fn on_verdicts(&mut self, verdicts: &mut [Verdict], at: At, spent: &mut Vec<Spent>) {
         for v in verdicts.iter_mut() {
+            self.verdicts
+                .push_back((hash64(v.verdict_id.as_bytes()), v.rule));
+            if self.verdicts.len() > JUDGEABLE {
+                self.verdicts.pop_front();
+            }
             let since = v
                 .loop_since_ms
                 .take()
@@ -297,6 +314,17 @@ impl LoopSpend {
                 tokens: e.tokens.unwrap_or(0),
                 cost: e.cost.unwrap_or(0.0),
             });
+        }
+    }
+
+    /// Feedback on verdict `verdict_id`: its rule when the session remembers it.
+    pub fn on_feedback(&self, verdict_id: &str, useful: bool) -> Spent {
+        let h = hash64(verdict_id.as_bytes());
+        match self.verdicts.iter().rev().find(|(id, _)| *id == h) {
+            Some(&(_, rule)) => Spent::Feedback { rule, useful },
+            None => Spent::FeedbackUnmatched {
+                reason: "unknown_verdict",
+            },
         }
     }
 

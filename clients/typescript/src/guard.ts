@@ -17,7 +17,7 @@ import { noDelaySocketFactory } from "./socket.js";
 import { VerdictReader } from "./reader.js";
 import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.js";
 import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
-import { checkEvent } from "./validate.js";
+import { MAX_NOTE_CHARS, checkEvent } from "./validate.js";
 import { GuardError, Misconfigured, Refused, connectLoop, startOffsets, type Topics } from "./connecting.js";
 import { Scrubber, checkSessionTenant, redacted, verdictsTopicFor } from "./settings.js";
 
@@ -790,6 +790,16 @@ export class Session {
 
   async compaction(): Promise<void> {
     await this.core.publish(this.core.event("compaction", {}));
+  }
+
+  /** Says whether a verdict this session got was right (`useful` true) or wrong: it counts
+   * toward that verdict's rule in the guard's precision metric
+   * (`loopguard_verdict_feedback_total`). `note` (optional) says why; cut at 1,024
+   * characters, never exported. */
+  async feedback(verdictId: string, useful: boolean, opts: { note?: string } = {}): Promise<void> {
+    const fields: Record<string, unknown> = { verdict_id: verdictId, useful };
+    if (opts.note !== undefined) fields.note = opts.note.slice(0, MAX_NOTE_CHARS);
+    await this.core.publish(this.core.event("feedback", fields));
   }
 
   /** Tells the guard to forget the session; this handle receives nothing after it. */

@@ -9,6 +9,9 @@ export const MAX_EVIDENCE_STRING = 1024;
 export const MAX_ERROR_CHARS = 4096;
 /** Most tool rounds a user message may announce (`limits.max_tool_rounds`). */
 export const MAX_TOOL_ROUNDS = 1_000_000;
+/** A feedback event's verdict id; its note is cut at MAX_NOTE_CHARS by the guard. */
+export const MAX_VERDICT_ID = 128;
+export const MAX_NOTE_CHARS = 1024;
 /** Kafka's default largest record is 1 MiB; room is left for the key and overhead. */
 export const MAX_EVENT_BYTES = 1_000_000;
 const EFFECTS = ["mutation", "read", "none", "unknown"];
@@ -60,6 +63,11 @@ export function checkEvent(e: Event): string {
   }
   if ((kind === "turn_end" || kind === "assistant_message") && e.usage !== undefined && e.usage !== null)
     checkUsage(e.usage);
+  if (kind === "feedback") {
+    checkString(e, "verdict_id", 1, MAX_VERDICT_ID, true);
+    if (typeof e.useful !== "boolean") throw new ValidationError("useful", "must be a boolean");
+    if (e.note !== undefined && typeof e.note !== "string") throw new ValidationError("note", "must be a string");
+  }
   if (kind === "tool_call" || kind === "tool_result") {
     checkString(e, "call_id", 1, MAX_NAME, true);
     checkString(e, "tool", 1, MAX_NAME, true);

@@ -18,6 +18,16 @@ impl Event {
         }
         check_max("turn_id", self.body.turn_id(), MAX_NAME_CHARS)?;
         match &mut self.body {
+            Body::Feedback {
+                verdict_id, note, ..
+            } => {
+                check_max("verdict_id", Some(verdict_id), MAX_VERDICT_ID_CHARS)?;
+                if let Some(text) = note.as_mut().filter(|t| t.len() > MAX_NOTE_CHARS) {
+                    if let Some((cut, _)) = text.char_indices().nth(MAX_NOTE_CHARS) {
+                        text.truncate(cut);
+                    }
+                }
+            }
             Body::ToolCall { call_id, tool, .. } => {
                 check_max("call_id", Some(call_id), MAX_NAME_CHARS)?;
                 check_max("tool", Some(tool), MAX_NAME_CHARS)?;

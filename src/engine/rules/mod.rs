@@ -190,6 +190,17 @@ impl SessionState {
 
     /// Runs every rule concerned by `event`.
     pub fn step(&mut self, event: &Event, outer: &mut Cx) -> StepReport {
+        if let Body::Feedback {
+            verdict_id, useful, ..
+        } = &event.body
+        {
+            // A judgement of a verdict, not agent activity: no rule, no clock, no count.
+            let mut report = StepReport::default();
+            report
+                .spent
+                .push(self.spend.on_feedback(verdict_id, *useful));
+            return report;
+        }
         // A tool result belongs to the response that made the call.
         let call_turn = match &event.body {
             Body::ToolResult { call_id, .. } => self
@@ -284,7 +295,7 @@ impl SessionState {
                 }
             }
             Body::Compaction => self.request.budget.on_compaction(cx),
-            Body::SessionEnd | Body::Unknown { .. } => {}
+            Body::SessionEnd | Body::Feedback { .. } | Body::Unknown { .. } => {}
         }
         if let Some(turn) = self
             .turn

@@ -27,6 +27,8 @@ pub struct LoopCostMetrics {
     steer_outcomes: IntCounterVec,
     steer_calls: IntCounterVec,
     steer_tokens: IntCounterVec,
+    feedback: IntCounterVec,
+    feedback_unmatched: IntCounterVec,
     labels: Labeller,
 }
 
@@ -58,6 +60,8 @@ impl LoopCostMetrics {
             steer_outcomes: ints("loopguard_steer_outcomes_total", "Loops whose first verdict was a warn or steer, ended, by how: worked (the agent moved on), stopped (a block or abort followed), unresolved (the request or session ended first).", &with_outcome)?,
             steer_calls: ints("loopguard_steer_calls_total", "Tool calls from the steer to the end of the steered loops that worked (divided by their count: calls a steer takes to work).", &with_rule)?,
             steer_tokens: ints("loopguard_steer_tokens_total", "Tokens reported from the steer to the end of steered loops, by how they ended.", &with_outcome)?,
+            feedback: ints("loopguard_verdict_feedback_total", "Feedback on verdicts (issue 32): judged useful (true) or not (false), by the rule of the verdict judged. A rule's precision over a window: useful / all.", &[&["rule", "useful"][..], who].concat())?,
+            feedback_unmatched: ints("loopguard_feedback_unmatched_total", "Feedback matched to no verdict: unknown_verdict (not among the session's latest 32 verdicts), unknown_session (ended, expired or never seen).", &["reason"])?,
             labels,
         };
         Ok(m)
@@ -68,6 +72,9 @@ impl LoopCostMetrics {
         self.usage_reports.with_label_values(&[]);
         self.usage_tokens.with_label_values(&[]);
         self.usage_cost.with_label_values(&[]);
+        for reason in ["unknown_verdict", "unknown_session"] {
+            self.feedback_unmatched.with_label_values(&[reason]);
+        }
         for rule in Rule::ALL.into_iter().filter(|r| r.is_loop()) {
             let l = [rule.as_str()];
             self.loop_tokens.with_label_values(&l);
@@ -77,6 +84,9 @@ impl LoopCostMetrics {
             self.tokens_saved.with_label_values(&l);
             self.tokens_saved_at_least.with_label_values(&l);
             self.steer_calls.with_label_values(&l);
+            for useful in ["true", "false"] {
+                self.feedback.with_label_values(&[rule.as_str(), useful]);
+            }
             for o in SteerOutcome::ALL {
                 let l = [rule.as_str(), o.as_str()];
                 self.steer_outcomes.with_label_values(&l);
@@ -167,6 +177,16 @@ impl LoopCostMetrics {
                 let l = with(rule);
                 self.loops_ended.with_label_values(&l).inc();
                 self.loop_seconds.with_label_values(&l).inc_by(seconds);
+            }
+            Spent::Feedback { rule, useful } => {
+                let l: Vec<&str> = [rule.as_str(), if useful { "true" } else { "false" }]
+                    .into_iter()
+                    .chain(who.iter().copied())
+                    .collect();
+                self.feedback.with_label_values(&l).inc();
+            }
+            Spent::FeedbackUnmatched { reason } => {
+                self.feedback_unmatched.with_label_values(&[reason]).inc();
             }
             Spent::Steered {
                 rule,

@@ -25,7 +25,7 @@ from .partitioner import partition_for
 from .reader import VerdictReader
 from .settings import Scrubber, check_session_tenant, redacted, verdicts_topic_for
 from .types import Evidence, Limits, Stats, Usage, Verdict
-from .validate import check_event
+from .validate import MAX_NOTE_CHARS, check_event
 
 log = logging.getLogger("loopguard")
 
@@ -915,6 +915,15 @@ class Session:
 
     def compaction(self) -> None:
         self._send("compaction", {})
+
+    def feedback(self, verdict_id: str, useful: bool, *, note: Optional[str] = None) -> None:
+        """Says whether a verdict this session got was right (`useful=True`) or wrong: it
+        counts toward that verdict's rule in the guard's precision metric
+        (`loopguard_verdict_feedback_total`). `note` (optional) says why; cut at 1,024
+        characters, never exported."""
+        if note is not None:
+            note = note[:MAX_NOTE_CHARS]
+        self._send("feedback", {"verdict_id": verdict_id, "useful": useful, "note": note})
 
     def session_end(self) -> None:
         """Tells the guard to forget the session; this handle receives nothing after it."""

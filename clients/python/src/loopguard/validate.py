@@ -19,6 +19,9 @@ MAX_EVIDENCE_STRING = 1024
 MAX_ERROR_CHARS = 4096
 # Most tool rounds a user message may announce (`limits.max_tool_rounds`).
 MAX_TOOL_ROUNDS = 1_000_000
+# A feedback event's verdict id; its note is cut at MAX_NOTE_CHARS by the guard.
+MAX_VERDICT_ID = 128
+MAX_NOTE_CHARS = 1024
 # Kafka's default largest record (message.max.bytes) is 1 MiB; leave room for the key and
 # the record overhead.
 MAX_EVENT_BYTES = 1_000_000
@@ -81,6 +84,13 @@ def check_event(event: Mapping[str, Any]) -> bytes:
             raise ValidationError("limits.max_tool_rounds", f"must be an integer in 1..{MAX_TOOL_ROUNDS}")
     if kind in ("turn_end", "assistant_message") and event.get("usage") is not None:
         _check_usage(event["usage"])
+    if kind == "feedback":
+        _string(event, "verdict_id", 1, MAX_VERDICT_ID, True)
+        if not isinstance(event.get("useful"), bool):
+            raise ValidationError("useful", "must be a boolean")
+        note = event.get("note")
+        if note is not None and not isinstance(note, str):
+            raise ValidationError("note", "must be a string")
     if kind in ("tool_call", "tool_result"):
         _string(event, "call_id", 1, MAX_NAME, True)
         _string(event, "tool", 1, MAX_NAME, True)
