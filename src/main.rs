@@ -102,6 +102,30 @@ enum Command {
     /// The guard's Kafka topics.
     #[command(subcommand)]
     Topics(TopicsCommand),
+    /// Mark a verdict right or wrong: a `feedback` event on the events topic, keyed by the
+    /// session, counted toward the verdict's rule (`loopguard_verdict_feedback_total`).
+    Feedback {
+        /// The session the verdict was for.
+        #[arg(long)]
+        session: String,
+        /// The verdict's `verdict_id`.
+        #[arg(long)]
+        verdict: String,
+        /// The verdict was wrong (a false positive).
+        #[arg(long, conflicts_with = "useful", required_unless_present = "useful")]
+        wrong: bool,
+        /// The verdict was right.
+        #[arg(long)]
+        useful: bool,
+        /// Why, in words (cut at 1,024 characters, never exported).
+        #[arg(long)]
+        note: Option<String>,
+        /// The session's tenant (its verdicts topic, with tenant isolation).
+        #[arg(long)]
+        tenant: Option<String>,
+        #[arg(long, env = "LOOPGUARD_CONFIG")]
+        config: Option<String>,
+    },
     /// Policy files: check, compare on recorded traffic, publish live, show what runs.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -267,6 +291,41 @@ fn main() -> ExitCode {
         Command::Loadgen(args) => {
             telemetry();
             run_async(loopguard::loadgen::run(args))
+        }
+        Command::Feedback {
+            session,
+            verdict,
+            wrong,
+            useful: _,
+            note,
+            tenant,
+            config,
+        } => {
+            let cfg = match load_config(config.as_deref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let j = loopguard::cli::feedback::Judgement {
+                session: &session,
+                verdict_id: &verdict,
+                useful: !wrong,
+                note: note.as_deref(),
+                tenant: tenant.as_deref(),
+            };
+            match loopguard::cli::feedback::send(&cfg, &j) {
+                Ok((partition, offset)) => {
+                    println!(
+                        "feedback on {verdict} ({}) sent to {} partition {partition} at offset {offset}",
+                        if wrong { "wrong" } else { "useful" },
+                        cfg.kafka.events_topic
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("loopguard: {e}");
+                    ExitCode::from(e.exit_code())
+                }
+            }
         }
         Command::Topics(TopicsCommand::Create { config, args }) => {
             let cfg = match load_config(config.as_deref()) {

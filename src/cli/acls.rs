@@ -254,6 +254,14 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
             "Read",
             "`loopguard policy history`",
         );
+        add(
+            &o,
+            "topic",
+            &k.events_topic,
+            "literal",
+            "Write",
+            "`loopguard feedback` (a verdict judged right or wrong)",
+        );
     }
     if let Some(d) = &args.dlq_reader {
         let d = principal(d)?;

@@ -26,6 +26,9 @@ pub enum PolicyCliError {
     Setup(#[from] crate::service::kafka::topics::KafkaSetupError),
     #[error("admin endpoint {addr}: {why}")]
     Admin { addr: SocketAddr, why: String },
+    /// An event the guard would dead-letter (`loopguard feedback`'s).
+    #[error("invalid event: {0}")]
+    InvalidEvent(String),
 }
 
 impl PolicyCliError {
@@ -33,7 +36,9 @@ impl PolicyCliError {
     /// 1 for any other failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            PolicyCliError::Read { .. } | PolicyCliError::Invalid { .. } => 2,
+            PolicyCliError::Read { .. }
+            | PolicyCliError::Invalid { .. }
+            | PolicyCliError::InvalidEvent(_) => 2,
             PolicyCliError::Setup(e) if e.is_unreachable() => 3,
             _ => 1,
         }
@@ -41,7 +46,7 @@ impl PolicyCliError {
 }
 
 /// The broker at `kafka.bootstrap_servers` takes connections, or the error naming it.
-fn reachable(cfg: &Config) -> Result<(), PolicyCliError> {
+pub fn reachable(cfg: &Config) -> Result<(), PolicyCliError> {
     Ok(crate::service::kafka::topics::reachable(
         &cfg.kafka.bootstrap_servers,
         SETTING,
@@ -86,9 +91,7 @@ pub fn check(path: &str) -> Result<(Value, PolicySet), PolicyCliError> {
 
 /// Publishes a valid policy file to the policy topic; returns its version and offset.
 pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError> {
-    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
     let (raw, set) = check(path)?;
-    let kafka = |e: rdkafka::error::KafkaError| PolicyCliError::Kafka(e.to_string());
     if cfg.kafka.bootstrap_servers.is_empty() {
         return Err(PolicyCliError::Kafka(
             "no broker configured (kafka.bootstrap_servers)".into(),
@@ -100,49 +103,81 @@ pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError
         policy: raw,
     };
     let payload = serde_json::to_vec(&record).unwrap_or_default();
+    let (_, offset) = deliver_one(
+        cfg,
+        &cfg.kafka.policy_topic,
+        POLICY_RECORD_KEY,
+        &payload,
+        Some(0),
+    )
+    .map_err(|e| match e {
+        Undelivered::Kafka(e) => PolicyCliError::Kafka(e),
+        Undelivered::Unanswered(why) => unanswered(cfg, "policy record", &why),
+    })?;
+    Ok((set.version().to_string(), offset))
+}
+
+/// Why `deliver_one` did not deliver.
+pub enum Undelivered {
+    Kafka(String),
+    /// Not acknowledged in time: a broker that took the connection and never answered.
+    Unanswered(String),
+}
+
+/// Writes one record (idempotent producer, `kafka.properties` applied) and waits up to 20 s
+/// for its acknowledgement: where it landed (partition, offset).
+pub fn deliver_one(
+    cfg: &Config,
+    topic: &str,
+    key: &[u8],
+    payload: &[u8],
+    partition: Option<i32>,
+) -> Result<(i32, i64), Undelivered> {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let kafka = |e: rdkafka::error::KafkaError| Undelivered::Kafka(e.to_string());
     let delivered = std::sync::Arc::new(std::sync::Mutex::new(None));
     let context = Delivered(delivered.clone());
     let mut client = rdkafka::ClientConfig::new();
     client
-        .set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
         .set("enable.idempotence", "true")
-        .set("message.timeout.ms", "15000");
+        .set("message.timeout.ms", "15000")
+        // Java's partitioner (murmur2): a keyed record lands where the runtimes' clients
+        // put that session's events.
+        .set("partitioner", "murmur2_random");
     for (k, v) in cfg.kafka_properties() {
         client.set(k, v);
     }
+    client.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
     let producer: ThreadedProducer<Delivered> =
         client.create_with_context(context).map_err(kafka)?;
-    producer
-        .send(
-            BaseRecord::to(&cfg.kafka.policy_topic)
-                .key(POLICY_RECORD_KEY)
-                .payload(&payload)
-                .partition(0),
-        )
-        .map_err(|(e, _)| kafka(e))?;
+    let mut record = BaseRecord::to(topic).key(key).payload(payload);
+    if let Some(p) = partition {
+        record = record.partition(p);
+    }
+    producer.send(record).map_err(|(e, _)| kafka(e))?;
     producer.flush(Duration::from_secs(20)).map_err(kafka)?;
     let result = delivered.lock().ok().and_then(|mut d| d.take());
     match result {
-        Some(Ok(offset)) => Ok((set.version().to_string(), offset)),
-        // Not acknowledged in time: a broker that took the connection and never answered.
-        Some(Err(e)) if e.contains("timed out") => Err(unanswered(cfg, &e)),
-        Some(Err(e)) => Err(PolicyCliError::Kafka(e)),
-        None => Err(unanswered(cfg, "not delivered within 20 s")),
+        Some(Ok(at)) => Ok(at),
+        Some(Err(e)) if e.contains("timed out") => Err(Undelivered::Unanswered(e)),
+        Some(Err(e)) => Err(Undelivered::Kafka(e)),
+        None => Err(Undelivered::Unanswered("not delivered within 20 s".into())),
     }
 }
 
-fn unanswered(cfg: &Config, why: &str) -> PolicyCliError {
+/// The broker took the connection and never acknowledged `what`.
+pub fn unanswered(cfg: &Config, what: &str, why: &str) -> PolicyCliError {
     PolicyCliError::Setup(
         crate::service::kafka::topics::KafkaSetupError::Unreachable {
             servers: cfg.kafka.bootstrap_servers.clone(),
             setting: SETTING,
-            why: format!("the policy record was not acknowledged ({why})"),
+            why: format!("the {what} was not acknowledged ({why})"),
         },
     )
 }
 
-/// Where the one publication landed (offset) or why not.
-struct Delivered(std::sync::Arc<std::sync::Mutex<Option<Result<i64, String>>>>);
+/// Where the one publication landed (partition, offset) or why not.
+struct Delivered(std::sync::Arc<std::sync::Mutex<Option<Result<(i32, i64), String>>>>);
 
 impl rdkafka::ClientContext for Delivered {}
 
@@ -151,7 +186,7 @@ impl rdkafka::producer::ProducerContext for Delivered {
     fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
         use rdkafka::message::Message;
         let r = match result {
-            Ok(m) => Ok(m.offset()),
+            Ok(m) => Ok((m.partition(), m.offset())),
             Err((e, _)) => Err(e.to_string()),
         };
         if let Ok(mut d) = self.0.lock() {

@@ -1,0 +1,145 @@
+//! Feedback on verdicts (issue 32) on a real Apache Kafka broker (KAFKA_BOOTSTRAP_SERVERS):
+//! an operator's `loopguard feedback` on verdicts a running guard wrote reaches that guard's
+//! precision metric, by the verdict's rule; feedback naming no verdict is counted as such.
+// Each test holds the SERIAL lock across its awaits on purpose (see `serial`).
+#![allow(clippy::await_holding_lock)]
+
+mod kafka_env;
+
+use kafka_env::*;
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::BaseProducer;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn free_admin() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `GET /metrics` of the instance at `admin`.
+fn metrics(admin: SocketAddr) -> String {
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(2)) else {
+        return String::new();
+    };
+    let _ = write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    );
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text
+}
+
+/// The sum of every series of `family` whose labels hold each of `labels`.
+fn sum(text: &str, family: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter(|l| labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_from_the_cli_reaches_the_precision_metric_by_rule() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "feedback");
+    env.create_topics().await;
+    // Recent events (feedback carries the time it is sent; the sessions must still be
+    // held then), placed by Java's partitioner as the runtimes' clients place them.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let events = loopguard::fleet::fleet(12, "fb-", now - 120_000, 100, 5);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &env.bootstrap)
+        .set("partitioner", "murmur2_random")
+        .create()
+        .unwrap();
+    for e in &events {
+        loopguard::service::kafka::publish::publish_event(&producer, &env.topic("events"), e)
+            .unwrap();
+    }
+    loopguard::service::kafka::publish::flush_within(&producer, Duration::from_secs(30)).unwrap();
+    let admin = free_admin();
+    let cfg_path = env.dir.path().join("loopguard-fb.toml");
+    let text = std::fs::read_to_string(env.config(""))
+        .unwrap()
+        .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{admin}\""));
+    std::fs::write(&cfg_path, text).unwrap();
+    let cfg = cfg_path.to_string_lossy().into_owned();
+    let mut guard = env.spawn_guard(&cfg, "a");
+    assert!(
+        env.wait_committed(Duration::from_secs(90)),
+        "guard did not consume everything"
+    );
+    let verdicts = env.verdicts();
+    assert!(verdicts.len() >= 3, "{} verdicts", verdicts.len());
+    // Two verdicts judged wrong, one right, and one feedback naming no verdict.
+    let mut want: BTreeMap<(String, bool), f64> = BTreeMap::new();
+    for (i, (_, v)) in verdicts.iter().take(3).enumerate() {
+        let useful = i == 2;
+        let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
+            .args(["feedback", "--config", &cfg, "--session", &v.session_id])
+            .args(["--verdict", &v.verdict_id])
+            .arg(if useful { "--useful" } else { "--wrong" })
+            .args(["--note", "checked by hand"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        *want
+            .entry((v.rule.as_str().to_string(), useful))
+            .or_default() += 1.0;
+    }
+    let (_, first) = &verdicts[0];
+    let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
+        .args(["feedback", "--config", &cfg, "--session", &first.session_id])
+        .args(["--verdict", "not-a-verdict-of-this-session", "--wrong"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let counted = |text: &str| {
+        want.iter().all(|((rule, useful), n)| {
+            let labels = [format!("rule=\"{rule}\""), format!("useful=\"{useful}\"")];
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            sum(text, "loopguard_verdict_feedback_total", &labels) == *n
+        }) && sum(
+            text,
+            "loopguard_feedback_unmatched_total",
+            &["reason=\"unknown_verdict\""],
+        ) == 1.0
+    };
+    let mut text = metrics(admin);
+    while !counted(&text) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        text = metrics(admin);
+    }
+    guard.kill().ok();
+    guard.wait().ok();
+    assert!(
+        counted(&text),
+        "wanted {want:?} and 1 unknown_verdict in:\n{}",
+        text.lines()
+            .filter(|l| l.contains("feedback"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // Nothing of it dead-lettered.
+    assert!(env.read_all(&env.topic("dlq")).is_empty());
+}
