@@ -55,6 +55,37 @@ def test_looping_agent_is_blocked_on_the_third_identical_call(guard: Guard) -> N
     assert guard.stats().background_errors == 0
 
 
+def feedback_count(gp: GuardProcess, rule: str, useful: bool) -> float:
+    """`loopguard_verdict_feedback_total` of `rule` judged `useful`, summed, from the guard's metrics."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{gp.admin_port}/metrics", timeout=5).read().decode()
+    want = (f'rule="{rule}"', f'useful="{str(useful).lower()}"')
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("loopguard_verdict_feedback_total{") and all(w in line for w in want)
+    )
+
+
+def test_feedback_on_a_verdict_reaches_the_precision_metric(guard_process: GuardProcess, guard: Guard) -> None:
+    s = guard.session(sid("feedback"))
+    s.user_message("The build is broken, fix it.")
+    loop_round(s, 1, deadline=0.3)
+    loop_round(s, 2, deadline=0.3)
+    v = loop_round(s, 3, deadline=WAIT)
+    assert v is not None and v.rule == "tool.exact_repeat"
+    before = feedback_count(guard_process, v.rule, False)
+    s.feedback(v.verdict_id, False, note="the build needed a linker, retrying was the way")
+    deadline = time.monotonic() + WAIT
+    while feedback_count(guard_process, v.rule, False) < before + 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert feedback_count(guard_process, v.rule, False) == before + 1
+    with pytest.raises(ValidationError) as e:
+        s.feedback("", True)
+    assert e.value.field == "verdict_id"
+
+
 def private_guard(gp: GuardProcess, **settings: object) -> Guard:
     """A client `Guard` of its own on the test guard's private topics."""
     return Guard(gp.bootstrap, events_topic=gp.events_topic, verdicts_topic=gp.verdicts_topic, **settings)  # type: ignore[arg-type]

@@ -58,6 +58,35 @@ test("a looping agent is blocked on the third identical call", async () => {
   }
 });
 
+/** `loopguard_verdict_feedback_total` of `rule` judged `useful`, summed, from the guard's metrics. */
+async function feedbackCount(rule: string, useful: boolean): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${g.adminPort}/metrics`)).text();
+  return text
+    .split("\n")
+    .filter((l) => l.startsWith("loopguard_verdict_feedback_total{") && l.includes(`rule="${rule}"`) && l.includes(`useful="${useful}"`))
+    .reduce((sum, l) => sum + Number(l.split(" ").pop()), 0);
+}
+
+test("feedback on a verdict reaches the precision metric", async () => {
+  const guard = await connect();
+  try {
+    const s = guard.session(sid("feedback"));
+    await s.userMessage("The build is broken, fix it.");
+    await loopRound(s, 300);
+    await loopRound(s, 300);
+    const v = await loopRound(s, WAIT);
+    assert.ok(v && v.rule === "tool.exact_repeat");
+    const before = await feedbackCount(v.rule, true);
+    await s.feedback(v.verdictId, true, { note: "it was looping" });
+    const deadline = Date.now() + WAIT;
+    while ((await feedbackCount(v.rule, true)) < before + 1 && Date.now() < deadline) await sleep(200);
+    assert.equal(await feedbackCount(v.rule, true), before + 1);
+    await assert.rejects(s.feedback("", false), (e: unknown) => e instanceof ValidationError && e.field === "verdict_id");
+  } finally {
+    await guard.close();
+  }
+});
+
 /** `n` distinct reads, each timed: what a healthy call costs the agent (ms). */
 async function healthyCalls(s: Session, n: number, deadlineMs: number): Promise<number[]> {
   const costs: number[] = [];
