@@ -384,3 +384,174 @@ async fn a_policy_published_under_load_is_in_force_everywhere_and_replays_exactl
         switched_mid_stream
     );
 }
+
+/// Automatic demotion (issue 32): two guards with `policy.demotion` on. Feedback judging a
+/// rule's verdicts for one tenant and agent wrong makes an instance that has seen enough
+/// publish a policy version with that rule in observe mode for them; both instances apply
+/// it; the rule's later verdicts for them carry `enforce: false` and the new version, and
+/// every partition's verdicts are `loopguard replay`'s with the policy changes recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_judged_wrong_enough_is_demoted_everywhere_and_replays_exactly() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "demotion");
+    env.create_topics().await;
+    create_policy_topic(&env).await;
+    let (admin_a, admin_b) = (free_admin(), free_admin());
+    let demotion = "\n[policy.demotion]\nbelow = 0.5\nmin_judgements = 2\nwindow = 10\n";
+    let mut configs = Vec::new();
+    for (name, admin) in [("a", admin_a), ("b", admin_b)] {
+        let path = instance_config(&env, "threads = 2\n", name, admin);
+        let text = std::fs::read_to_string(&path).unwrap() + demotion;
+        std::fs::write(&path, text).unwrap();
+        configs.push(path);
+    }
+    let mut a = env.spawn_guard(&configs[0], "a");
+    let mut b = env.spawn_guard(&configs[1], "b");
+    let first = fleet(48, "dem-");
+    env.produce(&first, Duration::ZERO);
+    assert!(
+        env.wait_committed(Duration::from_secs(90)),
+        "first fleet not judged"
+    );
+    let before = env.verdicts();
+    // The rule and (tenant, agent) with the most enforced verdicts: all judged wrong.
+    let mut counts: BTreeMap<(String, Option<String>, Option<String>), usize> = BTreeMap::new();
+    for (_, v) in before.iter().filter(|(_, v)| v.enforce) {
+        *counts
+            .entry((
+                v.rule.as_str().to_string(),
+                v.tenant.clone(),
+                v.agent.clone(),
+            ))
+            .or_default() += 1;
+    }
+    let ((rule, tenant, agent), n) = counts.into_iter().max_by_key(|(_, n)| *n).unwrap();
+    assert!(n >= 3, "only {n} verdicts of {rule}");
+    let last_ts: BTreeMap<&str, i64> = first
+        .iter()
+        .map(|e| (e.meta.session_id.as_str(), e.meta.ts_ms))
+        .collect();
+    let judged: Vec<Event> = before
+        .iter()
+        .filter(|(_, v)| v.rule.as_str() == rule && v.tenant == tenant && v.agent == agent)
+        .map(|(_, v)| {
+            let e = json!({
+                "v": 1, "event_id": format!("fb-{}", v.verdict_id), "session_id": v.session_id,
+                "ts": last_ts[v.session_id.as_str()] + 1, "type": "feedback",
+                "verdict_id": v.verdict_id, "useful": false, "tenant": v.tenant, "agent": v.agent,
+            });
+            Event::decode(e.to_string().as_bytes()).unwrap()
+        })
+        .collect();
+    env.produce(&judged, Duration::ZERO);
+    // A version published by the guards themselves, in force on every stream thread.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let demoted_seq = loop {
+        let seqs: Vec<i64> = [admin_a, admin_b]
+            .iter()
+            .flat_map(|x| threads(*x).into_iter().map(|(s, _)| s))
+            .collect();
+        if seqs.len() == 4 && seqs.iter().all(|s| *s >= 0 && *s == seqs[0]) {
+            break seqs[0];
+        }
+        assert!(Instant::now() < deadline, "no demotion in force: {seqs:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let published = last_policy_record(&env);
+    let new_version = published["version"].as_str().unwrap().to_string();
+    let mut set = PolicySet::compile(&published["policy"]).unwrap();
+    let r = loopguard::engine::verdict::Rule::from_name(&rule).unwrap();
+    assert_eq!(
+        set.mode_of(tenant.as_deref(), agent.as_deref(), r).0,
+        loopguard::engine::policy::Mode::Observe
+    );
+    assert_eq!(
+        published["policy"]["demotion"]["below"], 0.5,
+        "the rest of the policy kept"
+    );
+    // Said once published (the version can be in force before the publisher hears back).
+    let said = |env: &Env| {
+        [env.log_of("a"), env.log_of("b")]
+            .iter()
+            .any(|l| l.contains("rule demoted to observe"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !said(&env) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(said(&env), "no instance said it demoted");
+    // The same fleet again, new sessions after the first (event time): the rule's verdicts
+    // for them are observed under the new version.
+    let later = first.iter().map(|e| e.meta.ts_ms).max().unwrap() + 1_000;
+    env.produce(
+        &loopguard::fleet::fleet(48, "dem2-", later, 200, 11),
+        Duration::ZERO,
+    );
+    assert!(
+        env.wait_committed(Duration::from_secs(90)),
+        "second fleet not judged"
+    );
+    let got = env.verdicts();
+    a.kill().ok();
+    b.kill().ok();
+    a.wait().ok();
+    b.wait().ok();
+    let after: Vec<&Verdict> = got
+        .iter()
+        .map(|(_, v)| v)
+        .filter(|v| v.policy_version == new_version)
+        .filter(|v| v.rule.as_str() == rule && v.tenant == tenant && v.agent == agent)
+        .collect();
+    let mut seen: BTreeMap<(String, Option<String>, String, bool), usize> = BTreeMap::new();
+    for (_, v) in &got {
+        let key = (
+            format!("{} {}", &v.session_id[..5], v.rule.as_str()),
+            v.tenant.clone(),
+            v.policy_version.clone(),
+            v.enforce,
+        );
+        *seen.entry(key).or_default() += 1;
+    }
+    assert!(
+        !after.is_empty(),
+        "no verdict of {rule} after the demotion (seq {demoted_seq}, {new_version}): {seen:#?}"
+    );
+    assert!(after.iter().all(|v| !v.enforce), "{after:?}");
+    // Exactly replay's, partition by partition, with the changes the guards recorded.
+    let by_partition = events_by_partition(&env);
+    let changes = recorded_changes(&env);
+    let mut want = Vec::new();
+    for (p, events) in &by_partition {
+        let recorded = changes.get(p).cloned().unwrap_or_default();
+        want.extend(replay_partition(events, &recorded));
+    }
+    assert_same(&got, &want);
+}
+
+/// The last record of the (one-partition) policy topic.
+fn last_policy_record(env: &Env) -> Value {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &env.bootstrap)
+        .set("group.id", format!("{}-policy-peek", env.name))
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let topic = env.topic("policy");
+    let (_, high) = c
+        .fetch_watermarks(&topic, 0, Duration::from_secs(10))
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, rdkafka::Offset::Offset(high - 1))
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            return serde_json::from_slice(m.payload().unwrap()).unwrap();
+        }
+        assert!(Instant::now() < deadline, "policy topic unread");
+    }
+}

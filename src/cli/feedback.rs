@@ -3,9 +3,10 @@
 //! runtime's own events, so the guard owning the session matches it to the verdict and
 //! counts it toward the verdict's rule (`loopguard_verdict_feedback_total`).
 
-use super::policy::{deliver_one, reachable, unanswered, PolicyCliError, Undelivered};
+use super::policy::{reachable, unanswered, PolicyCliError};
 use crate::config::Config;
 use crate::engine::event::Event;
+use crate::service::kafka::publish::{deliver_one, Undelivered};
 use serde_json::json;
 
 /// What the operator says about one verdict.

@@ -5,6 +5,7 @@
 
 use crate::config::Config;
 use crate::engine::policy::PolicySet;
+use crate::service::kafka::publish::{deliver_one, Undelivered};
 use crate::service::policy_feed::{Published, POLICY_RECORD_KEY};
 use crate::service::records::policy_change::{is_policy_key, PolicyChange};
 use serde_json::Value;
@@ -117,54 +118,6 @@ pub fn publish(cfg: &Config, path: &str) -> Result<(String, i64), PolicyCliError
     Ok((set.version().to_string(), offset))
 }
 
-/// Why `deliver_one` did not deliver.
-pub enum Undelivered {
-    Kafka(String),
-    /// Not acknowledged in time: a broker that took the connection and never answered.
-    Unanswered(String),
-}
-
-/// Writes one record (idempotent producer, `kafka.properties` applied) and waits up to 20 s
-/// for its acknowledgement: where it landed (partition, offset).
-pub fn deliver_one(
-    cfg: &Config,
-    topic: &str,
-    key: &[u8],
-    payload: &[u8],
-    partition: Option<i32>,
-) -> Result<(i32, i64), Undelivered> {
-    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
-    let kafka = |e: rdkafka::error::KafkaError| Undelivered::Kafka(e.to_string());
-    let delivered = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let context = Delivered(delivered.clone());
-    let mut client = rdkafka::ClientConfig::new();
-    client
-        .set("enable.idempotence", "true")
-        .set("message.timeout.ms", "15000")
-        // Java's partitioner (murmur2): a keyed record lands where the runtimes' clients
-        // put that session's events.
-        .set("partitioner", "murmur2_random");
-    for (k, v) in cfg.kafka_properties() {
-        client.set(k, v);
-    }
-    client.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
-    let producer: ThreadedProducer<Delivered> =
-        client.create_with_context(context).map_err(kafka)?;
-    let mut record = BaseRecord::to(topic).key(key).payload(payload);
-    if let Some(p) = partition {
-        record = record.partition(p);
-    }
-    producer.send(record).map_err(|(e, _)| kafka(e))?;
-    producer.flush(Duration::from_secs(20)).map_err(kafka)?;
-    let result = delivered.lock().ok().and_then(|mut d| d.take());
-    match result {
-        Some(Ok(at)) => Ok(at),
-        Some(Err(e)) if e.contains("timed out") => Err(Undelivered::Unanswered(e)),
-        Some(Err(e)) => Err(Undelivered::Kafka(e)),
-        None => Err(Undelivered::Unanswered("not delivered within 20 s".into())),
-    }
-}
-
 /// The broker took the connection and never acknowledged `what`.
 pub fn unanswered(cfg: &Config, what: &str, why: &str) -> PolicyCliError {
     PolicyCliError::Setup(
@@ -174,25 +127,6 @@ pub fn unanswered(cfg: &Config, what: &str, why: &str) -> PolicyCliError {
             why: format!("the {what} was not acknowledged ({why})"),
         },
     )
-}
-
-/// Where the one publication landed (partition, offset) or why not.
-struct Delivered(std::sync::Arc<std::sync::Mutex<Option<Result<(i32, i64), String>>>>);
-
-impl rdkafka::ClientContext for Delivered {}
-
-impl rdkafka::producer::ProducerContext for Delivered {
-    type DeliveryOpaque = ();
-    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
-        use rdkafka::message::Message;
-        let r = match result {
-            Ok(m) => Ok((m.partition(), m.offset())),
-            Err((e, _)) => Err(e.to_string()),
-        };
-        if let Ok(mut d) = self.0.lock() {
-            *d = Some(r);
-        }
-    }
 }
 
 /// The policy switches the guards recorded in the state topic (`policy_record`), of one

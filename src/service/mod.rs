@@ -7,7 +7,8 @@
 //!   stop).
 //! - `admin`: the admin HTTP routes. `shared`: what the threads and the routes share.
 //! - `stream/`: one stream thread (consume, `worker`, `rebalance`, `retry`, `leave`).
-//! - `policy_feed`: the policy topic's reader and the live policy it offers.
+//! - `policy_feed`: the policy topic's reader and the live policy it offers;
+//!   `demotion`: the policy versions the guard publishes itself for rules judged wrong.
 //! - `state/`: the state topic both ways (a partition's engine and its checkpoints; the
 //!   restore that reads them back).
 //! - `txn/`: the exactly-once producer (`producer` -> `committer` -> `TxnProducer`, with
@@ -18,6 +19,7 @@
 //! - `metrics/`: the Prometheus families.
 
 pub mod admin;
+pub mod demotion;
 pub mod instance;
 pub mod kafka;
 pub mod metrics;

@@ -39,6 +39,8 @@ pub struct Shared {
     pub policy: PolicyFeed,
     /// What the broker refuses this guard, while it does (`access`): unready until granted.
     pub access_denied: std::sync::Mutex<Option<String>>,
+    /// Judgements of verdicts, and the demotions they ask for (`demotion`).
+    pub demotions: super::demotion::Demotions,
 }
 
 impl Shared {
@@ -53,6 +55,7 @@ impl Shared {
             debug_token: (!debug_token.is_empty()).then(|| debug_token.to_string()),
             policy: Default::default(),
             access_denied: Default::default(),
+            demotions: Default::default(),
         })
     }
 

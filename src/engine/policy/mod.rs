@@ -319,6 +319,38 @@ impl Default for ExpectPolicy {
     }
 }
 
+/// Automatic demotion (issue 32): a rule whose verdicts people judge wrong is put in
+/// observe mode for the tenant and agent concerned, by a policy version the guard
+/// publishes itself (promotion back stays a person's decision). Off by default.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DemotionPolicy {
+    /// Demote a rule whose precision (judged useful / judged) falls below this; 0: never.
+    pub below: f64,
+    /// ... once at least this many of its verdicts were judged.
+    pub min_judgements: u32,
+    /// Over the latest this many judgements per rule, tenant and agent (on one instance).
+    pub window: u32,
+}
+
+impl Default for DemotionPolicy {
+    fn default() -> Self {
+        DemotionPolicy {
+            below: 0.0,
+            min_judgements: 20,
+            window: 50,
+        }
+    }
+}
+
+impl DemotionPolicy {
+    /// Never demotes: left out of the policy's serialized form, so a policy without it
+    /// keeps its version.
+    pub fn is_off(&self) -> bool {
+        self.below <= 0.0
+    }
+}
+
 /// An operator's change to one rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -368,6 +400,8 @@ pub struct Policy {
     /// agent's, the fleet's) in observe mode, whatever its rules say (decision (ba)).
     #[serde(skip_serializing_if = "Mode::is_enforce")]
     pub mode: Mode,
+    #[serde(skip_serializing_if = "DemotionPolicy::is_off")]
+    pub demotion: DemotionPolicy,
     #[serde(skip)]
     switches: RuleSwitches,
 }
@@ -511,6 +545,15 @@ impl Policy {
         p(
             self.expect.context_messages <= 64,
             "expect.context_messages must be <= 64",
+        );
+        let d = &self.demotion;
+        p(
+            (0.0..=1.0).contains(&d.below),
+            "demotion.below must be in 0..=1 (a precision; 0: never)",
+        );
+        p(
+            d.min_judgements >= 1 && d.window >= d.min_judgements && d.window <= 10_000,
+            "demotion.min_judgements must be >= 1 and <= demotion.window <= 10000",
         );
         for (i, intent) in self.expect.intents.iter().enumerate() {
             if let Err(e) = intent.check() {

@@ -1,5 +1,7 @@
-//! Writing events as a runtime does (the demo and the load tool): keyed by session, waiting
-//! for queue space rather than dropping, and a flush bounded by wall time.
+//! Writing records outside the guard's transactions: events as a runtime does (the demo and
+//! the load tool), keyed by session, waiting for queue space rather than dropping, a flush
+//! bounded by wall time; and one record acknowledged (`policy publish`, `feedback`, the
+//! guard's own demotions).
 
 use std::time::Duration;
 
@@ -56,6 +58,73 @@ pub fn flush_within<C: rdkafka::producer::ProducerContext>(
         producer.poll(left.min(Duration::from_millis(100)));
     }
     producer.flush(Duration::ZERO)
+}
+
+/// Why `deliver_one` did not deliver.
+pub enum Undelivered {
+    Kafka(String),
+    /// Not acknowledged in time: a broker that took the connection and never answered.
+    Unanswered(String),
+}
+
+/// Writes one record (idempotent producer, `kafka.properties` applied) and waits up to 20 s
+/// for its acknowledgement: where it landed (partition, offset).
+pub fn deliver_one(
+    cfg: &crate::config::Config,
+    topic: &str,
+    key: &[u8],
+    payload: &[u8],
+    partition: Option<i32>,
+) -> Result<(i32, i64), Undelivered> {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let kafka = |e: rdkafka::error::KafkaError| Undelivered::Kafka(e.to_string());
+    let delivered = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let context = Delivered(delivered.clone());
+    let mut client = rdkafka::ClientConfig::new();
+    client
+        .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "15000")
+        // Java's partitioner (murmur2): a keyed record lands where the runtimes' clients
+        // put that session's events.
+        .set("partitioner", "murmur2_random");
+    for (k, v) in cfg.kafka_properties() {
+        client.set(k, v);
+    }
+    client.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
+    let producer: ThreadedProducer<Delivered> =
+        client.create_with_context(context).map_err(kafka)?;
+    let mut record = BaseRecord::to(topic).key(key).payload(payload);
+    if let Some(p) = partition {
+        record = record.partition(p);
+    }
+    producer.send(record).map_err(|(e, _)| kafka(e))?;
+    producer.flush(Duration::from_secs(20)).map_err(kafka)?;
+    let result = delivered.lock().ok().and_then(|mut d| d.take());
+    match result {
+        Some(Ok(at)) => Ok(at),
+        Some(Err(e)) if e.contains("timed out") => Err(Undelivered::Unanswered(e)),
+        Some(Err(e)) => Err(Undelivered::Kafka(e)),
+        None => Err(Undelivered::Unanswered("not delivered within 20 s".into())),
+    }
+}
+
+/// Where the one publication landed (partition, offset) or why not.
+struct Delivered(std::sync::Arc<std::sync::Mutex<Option<Result<(i32, i64), String>>>>);
+
+impl rdkafka::ClientContext for Delivered {}
+
+impl rdkafka::producer::ProducerContext for Delivered {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        use rdkafka::message::Message;
+        let r = match result {
+            Ok(m) => Ok((m.partition(), m.offset())),
+            Err((e, _)) => Err(e.to_string()),
+        };
+        if let Ok(mut d) = self.0.lock() {
+            *d = Some(r);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub struct Metrics {
     pub ready: IntGauge,
     /// 1 for each resource and operation the broker refuses this guard (the start-up
     /// check, `access`); 0 once granted.
+    /// Policy versions this instance published to demote a rule (`service::demotion`).
+    pub rule_demotions: IntCounterVec,
     pub access_denied: IntGaugeVec,
     /// What loops cost (`loop_metrics`).
     pub loop_cost: LoopCostMetrics,
@@ -199,6 +201,12 @@ impl Metrics {
             },
             transactions: counter(r, "loopguard_transactions_total", "Batch commits, by outcome (commit, abort).", &["outcome"])?,
             ready: gauge("loopguard_ready", "1 when every assigned partition is restored and processing.")?,
+            rule_demotions: counter(
+                r,
+                "loopguard_rule_demotions_total",
+                "Policy versions this instance published putting a rule in observe mode for a tenant and agent, its verdicts judged wrong too often (policy.demotion, issue 32).",
+                &["rule"],
+            )?,
             access_denied: {
                 let g = IntGaugeVec::new(Opts::new("loopguard_kafka_access_denied", "1 for each resource and operation the broker refuses this guard's principal (checked at start until granted)."), &["resource", "operation"])?;
                 r.register(Box::new(g.clone()))?;

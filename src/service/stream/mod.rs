@@ -59,6 +59,19 @@ pub fn run_stream_threads(
                     result
                 })?
         };
+        let (demote, demotions) = std::sync::mpsc::channel();
+        shared.demotions.publish_to(demote);
+        let publisher = {
+            let (cfg, shared) = (cfg.clone(), shared.clone());
+            std::thread::Builder::new()
+                .name("demotions".into())
+                .spawn_scoped(scope, move || {
+                    crate::service::demotion::run_publisher(&cfg, &shared, demotions)
+                })?
+        };
+        // However this scope ends (an early return included), the publisher is told to
+        // finish before the scope waits for it.
+        let _stop_publishing = crate::service::demotion::StopOnDrop(&shared.demotions);
         // The first event is judged by the latest published version: the policy topic is
         // read to its end first (a few ms; at most POLICY_CATCH_UP).
         let started = Instant::now();
@@ -118,6 +131,8 @@ pub fn run_stream_threads(
             }
         }
         stop.store(true, Ordering::Release);
+        shared.demotions.stop_publishing();
+        let _ = publisher.join();
         if let Ok(Err(e)) = reader.join() {
             first_error.get_or_insert(e);
         }

@@ -283,6 +283,9 @@ impl Worker {
                 part.engine.handle_event(event, &mut self.verdicts);
                 for spending in part.engine.take_spending() {
                     m.loop_cost.on_spending(&spending);
+                    self.shared
+                        .demotions
+                        .on_spending(&spending, &self.live.set.global().demotion);
                 }
                 self.now = Instant::now();
                 m.event_processing
