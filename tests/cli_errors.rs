@@ -155,7 +155,7 @@ fn an_unknown_event_type_is_named_with_its_line_and_fails_strict() {
         ),
     )
     .unwrap();
-    let known = "user_message, assistant_message, tool_call, tool_result, reasoning, content, turn_end, compaction, session_end";
+    let known = "user_message, assistant_message, tool_call, tool_result, reasoning, content, turn_end, compaction, session_end, feedback";
     let o = loopguard(&["replay", file.to_str().unwrap()], &[]);
     assert!(o.status.success());
     assert!(
