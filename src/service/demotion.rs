@@ -145,14 +145,14 @@ pub fn demoted(raw: &Value, d: &Demote) -> Value {
 /// until every sender is gone.
 pub fn run_publisher(
     cfg: &crate::config::Config,
-    shared: &crate::service::shared::Shared,
+    feed: &crate::service::policy_feed::PolicyFeed,
+    metrics: &crate::service::metrics::Metrics,
     rx: Receiver<Demote>,
 ) {
     use crate::service::kafka::publish::deliver_one;
     use crate::service::policy_feed::{LivePolicy, Published, POLICY_RECORD_KEY};
     for d in rx {
-        let latest = shared
-            .policy
+        let latest = feed
             .latest()
             .unwrap_or_else(|| std::sync::Arc::new(LivePolicy::from_config(cfg)));
         let (rule, tenant, agent) = &d.who;
@@ -181,8 +181,7 @@ pub fn run_publisher(
             Some(0),
         ) {
             Ok((_, offset)) => {
-                shared
-                    .metrics
+                metrics
                     .rule_demotions
                     .with_label_values(&[rule.as_str()])
                     .inc();

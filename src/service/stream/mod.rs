@@ -66,7 +66,12 @@ pub fn run_stream_threads(
             std::thread::Builder::new()
                 .name("demotions".into())
                 .spawn_scoped(scope, move || {
-                    crate::service::demotion::run_publisher(&cfg, &shared, demotions)
+                    crate::service::demotion::run_publisher(
+                        &cfg,
+                        &shared.policy,
+                        &shared.metrics,
+                        demotions,
+                    )
                 })?
         };
         // However this scope ends (an early return included), the publisher is told to
