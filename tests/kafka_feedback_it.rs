@@ -45,6 +45,20 @@ fn sum(text: &str, family: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// `loopguard feedback` on `verdict` of `session` (`--wrong` or `--useful`); it must succeed.
+fn feedback(cfg: &str, session: &str, verdict: &str, flag: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
+        .args(["feedback", "--config", cfg, "--session", session])
+        .args(["--verdict", verdict, flag, "--note", "checked by hand"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feedback_from_the_cli_reaches_the_precision_metric_by_rule() {
     let Some(b) = bootstrap() else { return };
@@ -86,32 +100,18 @@ async fn feedback_from_the_cli_reaches_the_precision_metric_by_rule() {
     let mut want: BTreeMap<(String, bool), f64> = BTreeMap::new();
     for (i, (_, v)) in verdicts.iter().take(3).enumerate() {
         let useful = i == 2;
-        let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
-            .args(["feedback", "--config", &cfg, "--session", &v.session_id])
-            .args(["--verdict", &v.verdict_id])
-            .arg(if useful { "--useful" } else { "--wrong" })
-            .args(["--note", "checked by hand"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let flag = if useful { "--useful" } else { "--wrong" };
+        feedback(&cfg, &v.session_id, &v.verdict_id, flag);
         *want
             .entry((v.rule.as_str().to_string(), useful))
             .or_default() += 1.0;
     }
     let (_, first) = &verdicts[0];
-    let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
-        .args(["feedback", "--config", &cfg, "--session", &first.session_id])
-        .args(["--verdict", "not-a-verdict-of-this-session", "--wrong"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    feedback(
+        &cfg,
+        &first.session_id,
+        "not-a-verdict-of-this-session",
+        "--wrong",
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     let counted = |text: &str| {
