@@ -284,6 +284,21 @@ impl Env {
     /// Every record of `topic` at the given isolation level (read_uncommitted also returns
     /// the records of aborted and still open transactions).
     pub fn read_all_at(&self, topic: &str, isolation: &str) -> Vec<Record> {
+        /// The partition's end; a loaded broker can answer "not leader" for a while after
+        /// topics were created or a leader moved: asked again for up to 60 s.
+        fn high_watermark(c: &BaseConsumer, topic: &str, p: i32) -> i64 {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                match c.fetch_watermarks(topic, p, Duration::from_secs(10)) {
+                    Ok((_, high)) => return high,
+                    Err(e) if Instant::now() < deadline => {
+                        eprintln!("watermarks of {topic}[{p}]: {e}; asking again");
+                        std::thread::sleep(Duration::from_millis(250));
+                    }
+                    Err(e) => panic!("watermarks of {topic}[{p}]: {e}"),
+                }
+            }
+        }
         let group = format!("{}-reader-{}", self.name, rand_suffix());
         let c = self.consumer_at(&group, isolation);
         let mut out = Vec::new();
@@ -292,12 +307,7 @@ impl Env {
         for p in 0..self.partitions {
             tpl.add_partition_offset(topic, p, Offset::Beginning)
                 .unwrap();
-            ends.insert(
-                p,
-                c.fetch_watermarks(topic, p, Duration::from_secs(10))
-                    .unwrap()
-                    .1,
-            );
+            ends.insert(p, high_watermark(&c, topic, p));
         }
         c.assign(&tpl).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
