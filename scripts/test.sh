@@ -6,9 +6,11 @@
 # libraries' suites against that broker (Python venvs and npm, installed by the script) and
 # the alert rules on a live Prometheus (Debian's package, installed if missing), the guard and
 # its clients on a secured broker of their own (scripts/secured-test.sh); and that
-# `cargo install` gives a working `loopguard`.
+# `cargo install` gives a working `loopguard`; last, two guards on a three-broker cluster
+# of their own through broker failures (scripts/cluster-fault-test.sh, 4-7 minutes).
 #
 #   scripts/test.sh
+# Env: CLUSTER_FAULTS (1; 0 skips the three-broker fault test, for a quick run: CI runs it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -80,3 +82,10 @@ PYTHON=build/pyclient-2.16.1/bin/python TS_DIR=clients/typescript SECURED_CHECK_
 
 echo "== alerts on a live stack: a real Prometheus with the project's rules, scraping a real serve"
 scripts/alerts-live-test.sh
+
+if [ "${CLUSTER_FAULTS:-1}" != 0 ]; then
+  echo "== three brokers under faults: 2 guards, replication 3; a partition leader, a transaction coordinator and the active controller killed -9, every broker restarted in turn; the verdicts read_committed are loopguard replay's, markers keep their guarantee, stalls measured"
+  # Starts its own three-node KRaft cluster (scripts/kafka.sh start-cluster) and stops it
+  # on exit (docs/benchmarks.md, "Three brokers under faults").
+  scripts/cluster-fault-test.sh target/debug/loopguard
+fi

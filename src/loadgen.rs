@@ -197,7 +197,7 @@ fn preload_file(
             }
         }
         let record = BaseRecord::to(&args.events_topic).key(&key).payload(&line);
-        crate::service::kafka::publish::send_waiting(&producer, record);
+        crate::service::kafka::publish::send_waiting(&producer, record)?;
         n += 1;
     }
     crate::service::kafka::publish::flush_within(&producer, Duration::from_secs(60))?;

@@ -397,3 +397,96 @@ async fn a_hand_over_of_24_partitions_with_nothing_to_re_run_restores_together_a
         assert!(span < 2000, "{span} ms\n{}", env.restores());
     }
 }
+
+/// The highest `through_offset` of the markers on partition 0 of the verdicts topic, read
+/// read_uncommitted (markers of the open transaction included).
+fn marked_through(env: &Env) -> i64 {
+    env.read_all_at(&env.topic("verdicts"), "read_uncommitted")
+        .into_iter()
+        .filter(|(p, key, _, headers)| *p == 0 && is_marker(key, headers))
+        .map(|(_, _, payload, _)| {
+            let v: serde_json::Value = serde_json::from_slice(&payload.unwrap()).unwrap();
+            v["through_offset"].as_i64().unwrap()
+        })
+        .max()
+        .unwrap_or(-1)
+}
+
+/// Waits up to `within` for a marker through `offset + 1`; how long it took.
+fn wait_marked(env: &Env, offset: i64, within: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if marked_through(env) > offset {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// docs/decisions.md (go): a burst holding an event a runtime may wait on (a tool call)
+/// gets its marker at once; a reasoning chunk alone waits for the commit's marker. Commits
+/// 8 s apart here, so a marker sooner than that is a burst's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_gets_its_marker_at_once_and_reasoning_waits_for_the_commit() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::with_partitions(b, "awaited", 1);
+    env.create_topics().await;
+    let cfg = env.config("batch_max_ms = 8000\nbacklog_pace_percent = 0\n");
+    let mut guard = env.spawn_guard(&cfg, "a");
+    let ts = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    };
+    let event = |n: u32, body: &str| {
+        format!(
+            r#"{{"v":1,"event_id":"aw-e{n}","session_id":"aw","ts":{},"seq":{n},"turn_id":"t1",{body}}}"#,
+            ts()
+        )
+    };
+    let reasoning = |n: u32| {
+        event(
+            n,
+            &format!(r#""type":"reasoning","text":"Step {n}: look at the parcel's route first. ""#),
+        )
+    };
+    let tool_call = |n: u32| {
+        event(
+            n,
+            &format!(r#""type":"tool_call","call_id":"c{n}","tool":"track","args":{{"n":{n}}}"#),
+        )
+    };
+    // The first event: its marker comes with a commit (at once after a quiet spell, or
+    // within the interval), so what follows starts a fresh interval.
+    let first = env
+        .produce_record(Some(b"aw"), reasoning(1).as_bytes(), 0)
+        .await;
+    assert!(
+        wait_marked(&env, first, Duration::from_secs(60)).is_some(),
+        "no marker for the first event\n{}",
+        env.guard_log_summary()
+    );
+    let quiet = env
+        .produce_record(Some(b"aw"), reasoning(2).as_bytes(), 0)
+        .await;
+    std::thread::sleep(Duration::from_millis(2_000));
+    assert!(
+        marked_through(&env) <= quiet,
+        "a reasoning chunk alone got a marker before the commit"
+    );
+    let call = env
+        .produce_record(Some(b"aw"), tool_call(3).as_bytes(), 0)
+        .await;
+    let took = wait_marked(&env, call, Duration::from_secs(20));
+    guard.kill().ok();
+    guard.wait().ok();
+    let took = took.expect("no marker for the tool call");
+    // Well inside the 8 s commit interval, of which ~2 s had passed before the call.
+    assert!(
+        took < Duration::from_secs(4),
+        "the tool call's marker took {took:?}: the commit's, not the burst's"
+    );
+}

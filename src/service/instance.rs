@@ -106,6 +106,10 @@ impl Instance {
 
 /// How often a guard refused by the broker asks again.
 const ACCESS_RECHECK: Duration = Duration::from_secs(10);
+/// How often, and for how long, a check the broker could not answer yet is asked again
+/// (a group or transaction coordinator takes seconds to move after a broker fails).
+const ACCESS_BUSY_RETRY: Duration = Duration::from_secs(2);
+const ACCESS_BUSY_LIMIT: Duration = Duration::from_secs(120);
 
 /// Checks the topics and what the broker lets this guard do (`access`) until both pass:
 /// while an ACL is missing the guard stays up and unready, names the refused resource and
@@ -114,6 +118,7 @@ const ACCESS_RECHECK: Duration = Duration::from_secs(10);
 async fn wait_for_access(cfg: &Config, shared: &Arc<Shared>) -> anyhow::Result<()> {
     let gauge = &shared.metrics.access_denied;
     let mut said: Option<String> = None;
+    let busy_since = std::time::Instant::now();
     loop {
         // The topics first (a broker that never answers, a missing topic: named there),
         // then what the broker grants; a topic it will not even describe is named by the
@@ -128,6 +133,14 @@ async fn wait_for_access(cfg: &Config, shared: &Arc<Shared>) -> anyhow::Result<(
         let refused =
             match tokio::task::spawn_blocking(move || access::check(&c, &instance)).await? {
                 Err(access::AccessError::Denied(d)) => Some(d),
+                // A coordinator moving after a broker failed: asked again, for a while.
+                Err(e @ access::AccessError::BrokerBusy(_))
+                    if topics.is_none() && busy_since.elapsed() < ACCESS_BUSY_LIMIT =>
+                {
+                    tracing::warn!("{e}; asking again in {}s", ACCESS_BUSY_RETRY.as_secs());
+                    tokio::time::sleep(ACCESS_BUSY_RETRY).await;
+                    continue;
+                }
                 Err(e) => match topics {
                     Some(d) => Some(vec![d]),
                     None => return Err(e.into()),

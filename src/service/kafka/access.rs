@@ -30,6 +30,24 @@ pub enum AccessError {
     Denied(Vec<Denied>),
     #[error("cannot check the guard's ACLs: {0}")]
     Unknown(String),
+    /// The broker could not answer yet (a coordinator moving or loading, a leader being
+    /// elected, a timeout): asked again, not a reason to exit.
+    #[error("the broker cannot answer the guard's ACL check yet: {0}")]
+    BrokerBusy(String),
+}
+
+impl AccessError {
+    /// A failed call's reading: the broker busy or away is asked again (a group or
+    /// transaction coordinator moves for seconds after a broker fails).
+    fn of(e: KafkaError) -> AccessError {
+        use crate::service::kafka::outcome::Outcome;
+        match Outcome::of(&e) {
+            Outcome::WaitForBroker | Outcome::AbortBatch | Outcome::Retry => {
+                AccessError::BrokerBusy(e.to_string())
+            }
+            _ => AccessError::Unknown(e.to_string()),
+        }
+    }
 }
 
 /// librdkafka's `rd_kafka_AclOperation_t`: the values the broker lists.
@@ -59,7 +77,7 @@ fn needs(cfg: &Config) -> Vec<(&str, &'static [(&'static str, i32)])> {
 /// Asks the broker what this guard may do and names everything it may not. Blocking
 /// (a few requests; up to `TIMEOUT` each against a broker that does not answer).
 pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
-    let unknown = |e: KafkaError| AccessError::Unknown(e.to_string());
+    let unknown = AccessError::of;
     let mut denied = Vec::new();
     let probe: BaseConsumer = crate::service::kafka::settings::base_config(cfg)
         .create()

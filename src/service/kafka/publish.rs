@@ -17,28 +17,34 @@ pub fn publish_event(
     let record = BaseRecord::to(topic)
         .key(event.meta.session_id.as_bytes())
         .payload(&payload);
-    send_waiting(producer, record);
-    Ok(())
+    Ok(send_waiting(producer, record)?)
 }
 
-/// Sends `record`, waiting for room in the producer's queue instead of failing.
+/// Sends `record`, waiting for room in the producer's queue instead of failing; any other
+/// refusal is returned (a producer whose fatal error made it refuse every record was
+/// retried forever: librdkafka 2.3.0's "Unable to reconstruct MessageSet" under a broker
+/// failure).
 pub fn send_waiting<K, P>(
     producer: &rdkafka::producer::BaseProducer,
     mut record: rdkafka::producer::BaseRecord<'_, K, P>,
-) where
+) -> rdkafka::error::KafkaResult<()>
+where
     K: rdkafka::message::ToBytes + ?Sized,
     P: rdkafka::message::ToBytes + ?Sized,
 {
+    use rdkafka::types::RDKafkaErrorCode;
     loop {
         match producer.send(record) {
             Ok(()) => break,
-            Err((_, r)) => {
+            Err((e, r)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
                 producer.poll(Duration::from_millis(5));
                 record = r;
             }
+            Err((e, _)) => return Err(e),
         }
     }
     producer.poll(Duration::ZERO);
+    Ok(())
 }
 
 /// Waits until every record `producer` holds is acknowledged (its delivery reports

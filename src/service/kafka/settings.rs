@@ -55,7 +55,7 @@ pub fn consumer_config(cfg: &Config) -> ClientConfig {
     client(
         cfg,
         &[
-            ("session.timeout.ms", s("10000")),
+            ("session.timeout.ms", s("45000")),
             ("heartbeat.interval.ms", s("1000")),
             ("statistics.interval.ms", s("5000")),
             // A long poll: the broker answers as soon as an event arrives, so the wait

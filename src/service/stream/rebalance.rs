@@ -62,10 +62,29 @@ impl ClientContext for GuardContext {
                         .metrics
                         .consumer_lag
                         .with_label_values(&[&p.to_string()])
-                        .set(s.consumer_lag.max(0));
+                        .set(lag(s));
                 }
             }
         }
+    }
+}
+
+/// How far this thread is behind a partition's end: its last stable offset (all a
+/// read_committed consumer may read) less the next offset handed to the guard. librdkafka's
+/// own `consumer_lag` counts from the consumer's committed offset, which the transactional
+/// commits (sent by the producer) never update: after a restart it grew on a healthy guard
+/// and `LoopguardConsumerLagGrowing` fired. Before the guard has read anything of the
+/// partition, librdkafka's figure (from the offset committed when it was assigned).
+fn lag(s: &rdkafka::statistics::Partition) -> i64 {
+    let end = if s.ls_offset >= 0 {
+        s.ls_offset
+    } else {
+        s.hi_offset
+    };
+    if s.app_offset >= 0 && end >= 0 {
+        (end - s.app_offset).max(0)
+    } else {
+        s.consumer_lag.max(0)
     }
 }
 
@@ -133,5 +152,37 @@ impl ConsumerContext for GuardContext {
             self.shared.thread_joined();
         }
         self.shared.refresh_ready();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lag;
+    use rdkafka::statistics::Partition;
+
+    #[test]
+    fn lag_counts_from_what_the_guard_read_not_from_the_consumers_own_commit() {
+        // Offsets committed by the transactional producer leave librdkafka's
+        // `committed_offset` where the assignment found it, and its `consumer_lag` grows.
+        let p = Partition {
+            ls_offset: 5_000,
+            hi_offset: 5_010,
+            app_offset: 4_990,
+            committed_offset: 100,
+            consumer_lag: 4_900,
+            ..Partition::default()
+        };
+        assert_eq!(
+            lag(&p),
+            10,
+            "to the last stable offset, from the next one read"
+        );
+        let unread = Partition {
+            ls_offset: 5_000,
+            app_offset: -1001,
+            consumer_lag: 30,
+            ..Partition::default()
+        };
+        assert_eq!(lag(&unread), 30, "nothing read yet: librdkafka's figure");
     }
 }

@@ -221,6 +221,10 @@ impl Worker {
         let given_up = self.retries.take_given_up(partition, msg.offset());
         let decoded = read_event(msg.key(), msg.payload());
         let judged = !given_up && decoded.is_ok();
+        // Whether a runtime may be waiting on this record's answer: its marker then goes
+        // out with the burst, else with the batch's commit (`markers.rs`). A record that
+        // is not judged normally (a dead letter) is answered at once.
+        let mut awaited = !judged;
         // Where this event's verdicts and marker go; an event whose tenant has no topic
         // is judged all the same and dead-lettered with the reason (`tenant_topics`).
         let mut topic = self.topics.plain().clone();
@@ -237,6 +241,7 @@ impl Worker {
             match routed {
                 Ok(t) => topic = t,
                 Err(rejected) => {
+                    awaited = true;
                     m.dead_letter.with_label_values(&[rejected.reason]).inc();
                     self.dead_letter(msg, &rejected)?;
                 }
@@ -279,8 +284,10 @@ impl Worker {
                 let event_ms = event.meta.ts_ms;
                 let part = self.parts.get_mut(&partition).expect("restored above");
                 let started = Instant::now();
+                awaited |= markers::awaited(&event.body);
                 self.verdicts.clear();
                 part.engine.handle_event(event, &mut self.verdicts);
+                awaited |= !self.verdicts.is_empty();
                 for spending in part.engine.take_spending() {
                     m.loop_cost.on_spending(&spending);
                     self.shared
@@ -321,7 +328,9 @@ impl Worker {
             part.processed(msg.offset());
             // Judged, whatever became of it: its marker says so (docs/contract.md).
             part.judged.judged(msg.offset(), &topic);
-            self.markers_owed_since.get_or_insert(self.now);
+            if awaited {
+                self.markers_owed_since.get_or_insert(self.now);
+            }
         }
         self.batch_events += 1;
         Ok(())

@@ -14,8 +14,8 @@
 //!   of a commit the stream thread no longer waits for.
 
 use super::membership::Membership;
-use super::producer::{abort_transaction_of, commit_transaction_of, create};
-use super::producer::{Aborted, GuardProducer, TXN_TIMEOUT};
+use super::producer::{abort_transaction_of, commit_transaction_of, create, flush_while_moving};
+use super::producer::{Aborted, GuardProducer};
 use crate::config::Config;
 use crate::service::kafka::outcome::Outcome;
 use rdkafka::consumer::ConsumerGroupMetadata;
@@ -243,7 +243,7 @@ fn commit(
         group,
     } = handoff;
     let opener = OpenOnDrop(flushed);
-    let flush = producer.flush(TXN_TIMEOUT);
+    let flush = flush_while_moving(&producer);
     drop(opener);
     let result = flush
         .and_then(|()| group_for(&offsets, group, membership))

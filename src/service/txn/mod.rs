@@ -241,7 +241,7 @@ impl TxnProducer {
     }
 
     fn flush_checked(&self) -> Result<(), KafkaError> {
-        self.inner.flush(TXN_TIMEOUT)?;
+        producer::flush_while_moving(&self.inner)?;
         if self.failed() > self.failed_at_begin {
             return Err(KafkaError::MessageProduction(RDKafkaErrorCode::Fail));
         }

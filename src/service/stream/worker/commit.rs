@@ -233,7 +233,7 @@ impl Worker {
                 .refresh_summaries(p, &part.engine, touched, removed);
         }
         // Every event of the batch is covered by a marker in its own transaction.
-        self.write_markers()?;
+        self.write_all_markers()?;
         let checkpointed = self.checkpointed_now(force_checkpoint);
         for (&p, part) in self.parts.iter_mut() {
             if checkpointed.contains(&p) {

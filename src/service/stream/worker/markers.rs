@@ -1,6 +1,9 @@
-//! Writing judged-through markers: once the consumer has no event ready (a burst of events
-//! shares one marker per partition), at the latest `kafka.judged_max_ms` after the first
-//! event a marker owes, and always into the transaction of the verdicts it covers.
+//! Writing judged-through markers, always into the transaction of the verdicts they cover.
+//! A burst of events a runtime may be waiting on (a tool call or result, a dead letter, or
+//! any event with a verdict) gets its markers once the consumer has no event ready (one
+//! marker per partition per burst), at the latest `kafka.judged_max_ms` after its first
+//! such event; the other events (reasoning and content chunks, turn ends, ...) are covered
+//! by the markers every commit writes, within `kafka.batch_max_ms` (docs/decisions.md (go)).
 //!
 //! A burst's verdicts are held until its markers are written and go to the producer with
 //! them: under a backlog the producer then sends one request per `judged_max_ms` instead
@@ -9,10 +12,19 @@
 
 use super::Worker;
 use crate::engine::event::format_ts;
+use crate::engine::event::Body;
 use crate::service::records::marker::{self as judged, Marker};
 use crate::service::txn::send_record;
 use rdkafka::error::KafkaError;
 use std::time::Duration;
+
+/// True for the events a runtime may be waiting on the answer to: a call it is about to
+/// make (`Guard.check`, the hooks' PreToolUse, the MCP proxy) and a result whose repeated
+/// error a steer answers (the hooks' PostToolUse). A read_committed reader sees any marker
+/// only at the commit; these keep the read_uncommitted path's answers within a burst.
+pub fn awaited(body: &Body) -> bool {
+    matches!(body, Body::ToolCall { .. } | Body::ToolResult { .. })
+}
 
 impl Worker {
     /// How long the next poll may wait: zero while markers are owed (the queue is only
@@ -33,13 +45,21 @@ impl Worker {
             .is_some_and(|t| self.now.saturating_duration_since(t) >= max)
     }
 
-    /// Writes a marker to every partition whose judged events it owes, after their
-    /// verdicts (same producer, same partition: the log keeps them in that order).
+    /// When a burst holds an awaited event: its held verdicts and the markers
+    /// (`write_all_markers`); else nothing until the commit.
     pub fn write_markers(&mut self) -> Result<(), KafkaError> {
-        self.write_held()?;
-        if self.markers_owed_since.take().is_none() {
-            return Ok(());
+        if self.markers_owed_since.is_none() {
+            return self.write_held();
         }
+        self.write_all_markers()
+    }
+
+    /// Writes a marker to every partition with judged events no marker covers yet, after
+    /// their verdicts (same producer, same partition: the log keeps them in that order).
+    /// Every commit does, so every event is covered in its own transaction.
+    pub fn write_all_markers(&mut self) -> Result<(), KafkaError> {
+        self.write_held()?;
+        self.markers_owed_since = None;
         let emitted_at = format_ts(self.clock.ms_at(self.now));
         let m = &self.shared.metrics;
         for (&p, part) in self.parts.iter_mut() {
