@@ -488,3 +488,40 @@ fn long_frozen_states_are_deflated_and_read_back() {
         }
     }
 }
+
+/// A restore keeps each session frozen in the bytes it was handed (no live state, no
+/// rebuilt tables) until its next event: a partition of idle sessions restores at the
+/// memory its previous owner held them in, and judges the rest as before
+/// (`hand_over_through` above).
+#[test]
+fn a_restored_session_stays_frozen_in_its_bytes_until_its_next_event() {
+    let events = fleet();
+    let cut = events.len() / 2;
+    let mut before = engine();
+    run(&mut before, &events[..cut], &mut Vec::new());
+    let mut after = engine();
+    let ids = before.session_ids();
+    for id in &ids {
+        let bytes = before.snapshot(id).unwrap();
+        after.restore(id, &bytes).unwrap();
+        assert_eq!(
+            after.snapshot(id).unwrap(),
+            bytes,
+            "{id}: the bytes as handed"
+        );
+    }
+    assert_eq!(
+        after.frozen_count(),
+        ids.len(),
+        "every restored session frozen"
+    );
+    after.restore_clock(before.clock());
+    let next = &events[cut];
+    let mut out = Vec::new();
+    after.handle_event(next.clone(), &mut out);
+    assert_eq!(
+        after.frozen_count(),
+        ids.len() - usize::from(ids.contains(&next.meta.session_id)),
+        "only the session with an event thawed"
+    );
+}

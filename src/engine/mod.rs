@@ -480,11 +480,14 @@ impl Engine {
         self.last_sweep = self.last_sweep.max(clock.last_sweep);
     }
 
-    /// Restores a session handed over by another instance.
-    /// Any format `snapshot::decode` reads: the binary one, or JSON from older versions.
+    /// Restores a session handed over by another instance, kept frozen until its next
+    /// event: a restore holds a partition's sessions in their hand-over bytes, and only
+    /// the sessions that go on pay to be live again (decoded, their tables rebuilt), when
+    /// they do. The same state either way: thawing is a hand-over to oneself (`slot`).
+    /// Any format `snapshot::decode` reads: the binary one, or JSON from older versions
+    /// (re-encoded in the current one).
     pub fn restore(&mut self, session_id: &str, bytes: &[u8]) -> Result<(), snapshot::StateError> {
-        let mut state: SessionState = snapshot::decode(bytes)?;
-        state.rebuild();
+        let state: SessionState = snapshot::decode(bytes)?;
         self.watermark = self.watermark.max(state.last_ms);
         self.last_sweep = self
             .last_sweep
@@ -492,8 +495,14 @@ impl Engine {
         let policy = self
             .policies
             .resolve(state.tenant.as_deref(), state.agent.as_deref());
-        self.sessions
-            .insert(session_id.to_string(), Slot::new(state, policy));
+        let slot = if snapshot::is_current(bytes) {
+            Slot::frozen(bytes, state.last_ms, policy)
+        } else {
+            let mut slot = Slot::new(state, policy);
+            slot.freeze();
+            slot
+        };
+        self.sessions.insert(session_id.to_string(), slot);
         Ok(())
     }
 

@@ -35,6 +35,19 @@ impl Slot {
         }
     }
 
+    /// A session kept frozen from its hand-over bytes (`bytes` in the current binary
+    /// layout, `last_ms` its last event's time) until its next event.
+    pub fn frozen(bytes: &[u8], last_ms: i64, policy: Arc<Policy>) -> Self {
+        Slot {
+            policy,
+            policy_stale: false,
+            session: Session::Frozen {
+                last_ms,
+                bytes: Box::from(bytes),
+            },
+        }
+    }
+
     /// Event time of the session's last event.
     pub fn last_ms(&self) -> i64 {
         match &self.session {

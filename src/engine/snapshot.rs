@@ -98,6 +98,15 @@ pub fn deflated(frozen: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// True for a record in the encoding this build writes (binary or LZ4, this layout): a
+/// frozen session may keep it as it is.
+pub fn is_current(bytes: &[u8]) -> bool {
+    matches!(
+        bytes.split_first_chunk::<2>(),
+        Some((&[FORMAT_BINARY | FORMAT_BINARY_LZ4, LAYOUT], _))
+    )
+}
+
 /// A frozen state's bytes in the hand-over encoding: as they are, unless deflated (then
 /// its postcard re-packed as LZ4, the bytes `encode` writes for the state).
 pub fn for_hand_over(frozen: &[u8]) -> Vec<u8> {
