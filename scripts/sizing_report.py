@@ -172,7 +172,7 @@ def report(work):
         act = "most frozen as the drain went (SPREAD_MS)" if f("big.spread_ms") else "all live"
         d = nb - ns
         for key, label in (("hwm_kb", f"peak RSS (VmHWM), sessions {act}"), ("rss_kb", f"VmRSS after the drain, sessions {act}"),
-                           ("idle_rss_kb", "VmRSS, sessions frozen (idle)"), ("b.hwm_kb", "peak RSS of a guard restoring them (a restore thaws every session)"),
+                           ("idle_rss_kb", "VmRSS, sessions frozen (idle)"), ("b.hwm_kb", "peak RSS of a guard restoring them (kept frozen until their next event since decision (gq))"),
                            ("b.rss_kb", "VmRSS of a guard that restored them")):
             a, b = f("big." + key), f("small." + key)
             if a is not None and b is not None:
