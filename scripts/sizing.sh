@@ -47,17 +47,7 @@ die() { say "FAILED: $*"; exit 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() { # first P from $1 (step $2) with P .. P+$2-1 all free
-  local p=$1 i busy
-  while :; do
-    busy=0
-    for ((i = 0; i < $2; i++)); do port_open $((p + i)) && busy=1; done
-    ((busy)) || break
-    p=$((p + $2))
-  done
-  echo "$p"
-}
+. scripts/lib/ports.sh # port_open, free_port
 PORT=${PORT:-$(free_port 19500 2)}
 ADMIN_PORT=${ADMIN_PORT:-$(free_port 19564 2)}
 ADMIN_AB=$ADMIN_PORT ADMIN_C=$((ADMIN_PORT + 1))
@@ -107,8 +97,8 @@ start_guard() {
     "$BIN" serve --config "$conf" >"$work/$tag.$name.log" 2>&1 &
   gpid=$!
   pids+=("$gpid")
-  sample "$gpid" "$work/$tag.$name.rss" &
-  pids+=($!)
+  # Not a job of this shell (no "Killed" notice at the end): it stops with its guard.
+  (sample "$gpid" "$work/$tag.$name.rss" &)
   cmd "$size.$name.cmd" "LOOPGUARD_INSTANCE_ID=$tag-$name $BIN serve --config $conf"
 }
 alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:.*Z' "/proc/$1/status"; }
@@ -141,6 +131,15 @@ wait_restored() {
   fig "$key.cpu_us" "$cpu"
   fig "$key.hwm_kb" "$(kb "$pid" VmHWM)"
   fig "$key.rss_kb" "$(kb "$pid" VmRSS)"
+}
+# checkpoints KEY_STATES KEY_BYTES: the state records and bytes guard A's log reports so far
+# (its debug `batch committed` lines: states, state_bytes).
+checkpoints() {
+  local states bytes
+  read -r states bytes < <(sed 's/\x1b\[[0-9;]*m//g' "$work/$tag.a.log" |
+    sed -n 's/.*states=\([0-9]*\) state_bytes=\([0-9]*\).*/\1 \2/p' | awk '{ n += $1; b += $2 } END { printf "%d %d\n", n, b }')
+  fig "$1" "$states"
+  fig "$2" "$bytes"
 }
 lg() { "$BIN" loadgen --events-topic "$tag-events" --verdicts-topic "$tag-verdicts" "$@"; }
 
@@ -210,10 +209,7 @@ EOF
   cmd "$size.tick" "VmRSS 5 s after one event stamped +120 s (event time) was judged"
 
   # Checkpoint records the guard reported (debug lines of its commits).
-  read -r states bytes < <(sed 's/\x1b\[[0-9;]*m//g' "$work/$tag.a.log" |
-    sed -n 's/.*states=\([0-9]*\) state_bytes=\([0-9]*\).*/\1 \2/p' | awk '{ n += $1; b += $2 } END { printf "%d %d\n", n, b }')
-  fig "$size.ckpt_states_settled" "$states"
-  fig "$size.ckpt_bytes_settled" "$bytes"
+  checkpoints "$size.ckpt_states_settled" "$size.ckpt_bytes_settled"
 
   # (a) Graceful hand-over: A stops (its shutdown checkpoint), B starts and restores.
   tk=$(now)
@@ -222,10 +218,7 @@ EOF
   fig "$size.stop_s" "$(since "$tk")"
   fig "$size.state_log_bytes.after_stop" "$(state_log_bytes)"
   # The checkpoint records guard A wrote, its shutdown included.
-  read -r states bytes < <(sed 's/\x1b\[[0-9;]*m//g' "$work/$tag.a.log" |
-    sed -n 's/.*states=\([0-9]*\) state_bytes=\([0-9]*\).*/\1 \2/p' | awk '{ n += $1; b += $2 } END { printf "%d %d\n", n, b }')
-  fig "$size.ckpt_states" "$states"
-  fig "$size.ckpt_bytes" "$bytes"
+  checkpoints "$size.ckpt_states" "$size.ckpt_bytes"
   t0=$(now)
   start_guard b "$ADMIN_AB"
   gB=$gpid

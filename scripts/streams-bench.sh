@@ -53,17 +53,7 @@ work=build/bench/$run
 say() { echo "streams-bench: $(date +%T) $*" >&2; }
 die() { say "FAILED: $*"; exit 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() { # first P from $1 (step $2) with P .. P+$2-1 all free
-  local p=$1 i busy
-  while :; do
-    busy=0
-    for ((i = 0; i < $2; i++)); do port_open $((p + i)) && busy=1; done
-    ((busy)) || break
-    p=$((p + $2))
-  done
-  echo "$p"
-}
+. scripts/lib/ports.sh # port_open, free_port
 # summary DIR: the Markdown tables of a run's raw figures (DIR/rows, DIR/params).
 summary() {
   python3 - "$1" <<'EOF'
