@@ -40,6 +40,16 @@ impl Marker {
     }
 }
 
+/// True for the events a runtime may be waiting on the answer to: a call it is about to
+/// make (`Guard.check`, the hooks' PreToolUse, the MCP proxy) and a result whose repeated
+/// error a steer answers (the hooks' PostToolUse). Their bursts get markers at once; a
+/// read_committed reader sees any marker only at the commit, so this keeps the
+/// read_uncommitted path's answers within a burst (docs/decisions.md (go)).
+pub fn awaited(body: &crate::engine::event::Body) -> bool {
+    use crate::engine::event::Body;
+    matches!(body, Body::ToolCall { .. } | Body::ToolResult { .. })
+}
+
 /// The headers every marker carries.
 pub fn headers() -> OwnedHeaders {
     OwnedHeaders::new_with_capacity(1).insert(Header {

@@ -284,7 +284,7 @@ impl Worker {
                 let event_ms = event.meta.ts_ms;
                 let part = self.parts.get_mut(&partition).expect("restored above");
                 let started = Instant::now();
-                awaited |= markers::awaited(&event.body);
+                awaited |= crate::service::records::marker::awaited(&event.body);
                 self.verdicts.clear();
                 part.engine.handle_event(event, &mut self.verdicts);
                 awaited |= !self.verdicts.is_empty();

@@ -14,7 +14,9 @@ use crate::config::{Config, Delivery};
 use crate::service::kafka::outcome::Outcome;
 use committer::{Committer, Handoff, InFlight, Settled};
 use membership::Membership;
-use producer::{abort_transaction_of, commit_transaction_of, create, Aborted, GuardProducer};
+use producer::{
+    abort_transaction_of, commit_transaction_of, create, flush_while_moving, Aborted, GuardProducer,
+};
 pub use producer::{send, send_dead_letter, send_record, TXN_TIMEOUT};
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, KafkaResult};
@@ -241,7 +243,7 @@ impl TxnProducer {
     }
 
     fn flush_checked(&self) -> Result<(), KafkaError> {
-        producer::flush_while_moving(&self.inner)?;
+        flush_while_moving(&self.inner)?;
         if self.failed() > self.failed_at_begin {
             return Err(KafkaError::MessageProduction(RDKafkaErrorCode::Fail));
         }

@@ -12,19 +12,10 @@
 
 use super::Worker;
 use crate::engine::event::format_ts;
-use crate::engine::event::Body;
 use crate::service::records::marker::{self as judged, Marker};
 use crate::service::txn::send_record;
 use rdkafka::error::KafkaError;
 use std::time::Duration;
-
-/// True for the events a runtime may be waiting on the answer to: a call it is about to
-/// make (`Guard.check`, the hooks' PreToolUse, the MCP proxy) and a result whose repeated
-/// error a steer answers (the hooks' PostToolUse). A read_committed reader sees any marker
-/// only at the commit; these keep the read_uncommitted path's answers within a burst.
-pub fn awaited(body: &Body) -> bool {
-    matches!(body, Body::ToolCall { .. } | Body::ToolResult { .. })
-}
 
 impl Worker {
     /// How long the next poll may wait: zero while markers are owed (the queue is only
