@@ -72,23 +72,7 @@ export KAFKA_BOOTSTRAP_SERVERS
 datadir=build/kafka/run-$PORT/data
 . scripts/lib/proc_cpu.sh # cpu_us PID
 
-kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; } # kb PID VmHWM|VmRSS
-# sample PID FILE: time, VmRSS, VmHWM (KB) and the load every 0.5 s while PID lives; a
-# guard above MAX_RSS_MB is killed (the run then stops on it).
-sample() {
-  local pid=$1 file=$2 rss hwm
-  while [ -r "/proc/$pid/status" ]; do
-    rss=$(kb "$pid" VmRSS 2>/dev/null) hwm=$(kb "$pid" VmHWM 2>/dev/null) || break
-    [ -n "$rss" ] || break
-    echo "$(date +%s.%N) $rss $hwm $(load)" >>"$file"
-    if [ "$rss" -gt $((MAX_RSS_MB * 1024)) ]; then
-      echo "RSS $rss KB above MAX_RSS_MB=$MAX_RSS_MB: killing $pid" >>"$file"
-      kill -KILL "$pid"
-      break
-    fi
-    sleep 0.5
-  done
-}
+. scripts/lib/proc_mem.sh # kb PID VmHWM|VmRSS, sample PID FILE (kills above MAX_RSS_MB)
 # Guard processes: start_guard NAME ADMIN_PORT (pid in $gpid, log $work/$tag.NAME.log).
 start_guard() {
   local name=$1 admin=$2
