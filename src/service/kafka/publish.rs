@@ -114,8 +114,11 @@ pub fn deliver_one(
     }
 }
 
-/// Where the one publication landed (partition, offset) or why not.
-struct Delivered(std::sync::Arc<std::sync::Mutex<Option<Result<(i32, i64), String>>>>);
+/// Where the one publication landed (partition, offset), or why not.
+type Landing = Result<(i32, i64), String>;
+
+/// The delivery report of the one publication, once it came.
+struct Delivered(std::sync::Arc<std::sync::Mutex<Option<Landing>>>);
 
 impl rdkafka::ClientContext for Delivered {}
 
