@@ -459,31 +459,36 @@ async fn a_tool_call_gets_its_marker_at_once_and_reasoning_waits_for_the_commit(
             &format!(r#""type":"tool_call","call_id":"c{n}","tool":"track","args":{{"n":{n}}}"#),
         )
     };
-    // The first event: its marker comes with a commit (at once after a quiet spell, or
-    // within the interval), so what follows starts a fresh interval.
-    let first = env
-        .produce_record(Some(b"aw"), reasoning(1).as_bytes(), 0)
-        .await;
-    assert!(
-        wait_marked(&env, first, Duration::from_secs(60)).is_some(),
-        "no marker for the first event\n{}",
-        env.guard_log_summary()
-    );
-    let quiet = env
-        .produce_record(Some(b"aw"), reasoning(2).as_bytes(), 0)
-        .await;
-    std::thread::sleep(Duration::from_millis(2_000));
-    assert!(
-        marked_through(&env) <= quiet,
-        "a reasoning chunk alone got a marker before the commit"
-    );
-    let call = env
-        .produce_record(Some(b"aw"), tool_call(3).as_bytes(), 0)
-        .await;
-    let took = wait_marked(&env, call, Duration::from_secs(20));
+    // Run to the end, then stop the guard, then judge: a failed check leaves no guard behind.
+    let outcome: Result<Duration, String> = async {
+        // The first event: its marker comes with a commit (at once after a quiet spell, or
+        // within the interval), so what follows starts a fresh interval.
+        let first = env
+            .produce_record(Some(b"aw"), reasoning(1).as_bytes(), 0)
+            .await;
+        if wait_marked(&env, first, Duration::from_secs(60)).is_none() {
+            return Err(format!(
+                "no marker for the first event\n{}",
+                env.guard_log_summary()
+            ));
+        }
+        let quiet = env
+            .produce_record(Some(b"aw"), reasoning(2).as_bytes(), 0)
+            .await;
+        std::thread::sleep(Duration::from_millis(2_000));
+        if marked_through(&env) > quiet {
+            return Err("a reasoning chunk alone got a marker before the commit".into());
+        }
+        let call = env
+            .produce_record(Some(b"aw"), tool_call(3).as_bytes(), 0)
+            .await;
+        wait_marked(&env, call, Duration::from_secs(20))
+            .ok_or_else(|| "no marker for the tool call".to_string())
+    }
+    .await;
     guard.kill().ok();
     guard.wait().ok();
-    let took = took.expect("no marker for the tool call");
+    let took = outcome.unwrap_or_else(|e| panic!("{e}"));
     // Well inside the 8 s commit interval, of which ~2 s had passed before the call.
     assert!(
         took < Duration::from_secs(4),
