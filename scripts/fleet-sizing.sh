@@ -92,27 +92,11 @@ eval "$(scripts/kafka.sh start "$PORT")"
 export KAFKA_BOOTSTRAP_SERVERS
 datadir=build/kafka/run-$PORT/data
 
+. scripts/lib/guard_conf.sh # guard_conf FILE TAG THREADS ENGINE_TOML
 . scripts/lib/proc_mem.sh # kb PID VmHWM|VmRSS, sample PID FILE (kills above MAX_RSS_MB)
 conf=$work/guard.toml
-cat >"$conf" <<EOF
-[kafka]
-bootstrap_servers = "$KAFKA_BOOTSTRAP_SERVERS"
-group_id = "$tag"
-events_topic = "$tag-events"
-verdicts_topic = "$tag-verdicts"
-dlq_topic = "$tag-dlq"
-state_topic = "$tag-state"
-policy_topic = "$tag-policy"
-transactional_id_prefix = "$tag"
-threads = $THREADS
-
-[kafka.properties]
-"session.timeout.ms" = "6000"
-
-[engine]
-max_sessions_per_partition = $MAX_PER_PARTITION
-session_ttl_secs = $TTL_SECS
-EOF
+guard_conf "$conf" "$tag" "$THREADS" "max_sessions_per_partition = $MAX_PER_PARTITION
+session_ttl_secs = $TTL_SECS"
 # start_guard NAME ADMIN_PORT: pid in $gpid, log $work/NAME.log, RSS samples $work/NAME.rss.
 start_guard() {
   local name=$1 admin=$2

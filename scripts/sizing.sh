@@ -72,6 +72,7 @@ export KAFKA_BOOTSTRAP_SERVERS
 datadir=build/kafka/run-$PORT/data
 . scripts/lib/proc_cpu.sh # cpu_us PID
 
+. scripts/lib/guard_conf.sh # guard_conf FILE TAG THREADS ENGINE_TOML
 . scripts/lib/proc_mem.sh # kb PID VmHWM|VmRSS, sample PID FILE (kills above MAX_RSS_MB)
 # Guard processes: start_guard NAME ADMIN_PORT (pid in $gpid, log $work/$tag.NAME.log).
 start_guard() {
@@ -133,24 +134,7 @@ say "run $run: broker 127.0.0.1:$PORT, admin $ADMIN_AB/$ADMIN_C, $SESSIONS and $
 measure() {
   local size=$1 n=$2 t0 out gA gB gC tk
   tag=$run-$size conf=$work/$size.toml
-  cat >"$conf" <<EOF
-[kafka]
-bootstrap_servers = "$KAFKA_BOOTSTRAP_SERVERS"
-group_id = "$tag"
-events_topic = "$tag-events"
-verdicts_topic = "$tag-verdicts"
-dlq_topic = "$tag-dlq"
-state_topic = "$tag-state"
-policy_topic = "$tag-policy"
-transactional_id_prefix = "$tag"
-threads = $THREADS
-
-[kafka.properties]
-"session.timeout.ms" = "6000"
-
-[engine]
-max_sessions_per_partition = 400000
-EOF
+  guard_conf "$conf" "$tag" "$THREADS" "max_sessions_per_partition = 400000"
   "$BIN" topics create --config "$conf" --partitions 1 >"$work/$size.topics.log" 2>&1 ||
     { cat "$work/$size.topics.log" >&2; die "topics create"; }
   python3 scripts/sizing_report.py gen "$BIN" "$n" "$EVENTS_PER_SESSION" "$work/$size.jsonl" "$work/$size.tick.jsonl" "$SPREAD_MS"
