@@ -13,9 +13,18 @@ from confluent_kafka import KafkaError, KafkaException
 from loopguard import ConfigError, Guard, GuardConfig, GuardError
 from loopguard.connecting import Refused
 from loopguard.kafka_log import LibraryLog
-from loopguard.settings import REDACTED, Scrubber, check_session_tenant, redacted, sensitive, verdicts_topic_for
+from loopguard.settings import (
+    REDACTED,
+    Scrubber,
+    check_session_tenant,
+    events_topic_for,
+    redacted,
+    sensitive,
+    verdicts_topic_for,
+)
 
 TEMPLATE = "agent-verdicts.{tenant}"
+EVENTS_TEMPLATE = "agent-events.{tenant}"
 SECRET = "s3cr3t-Pa55word-never-said"
 SECURED = {
     "security.protocol": "SASL_SSL",
@@ -128,6 +137,74 @@ def test_without_a_template_sessions_may_name_any_tenant(nowhere: str) -> None:
     try:
         assert g.verdicts_topic == "agent-verdicts"
         g.session("s-beta", tenant="beta")
+    finally:
+        g.close(0.5)
+
+
+# ---- the events topic per tenant --------------------------------------------------------
+
+
+def test_a_plain_events_topic_is_used_as_it_is() -> None:
+    assert events_topic_for("agent-events", None) == "agent-events"
+    assert events_topic_for("agent-events", "acme") == "agent-events"
+
+
+def test_the_events_template_takes_the_configured_tenant() -> None:
+    assert events_topic_for(EVENTS_TEMPLATE, "acme") == "agent-events.acme"
+    assert events_topic_for("events-{tenant}-v2", "beta_2") == "events-beta_2-v2"
+
+
+def test_an_events_template_is_shaped_as_the_guards() -> None:
+    for template in ("{tenant}-events", "e.{tenant}.{tenant}"):
+        with pytest.raises(ConfigError, match="once, after a prefix") as e:
+            events_topic_for(template, "acme")
+        assert e.value.field == "events_topic"
+        assert "kafka.events_topic_template" in str(e.value)
+
+
+def test_an_events_template_without_a_tenant_is_refused() -> None:
+    for tenant in (None, ""):
+        with pytest.raises(ConfigError) as e:
+            events_topic_for(EVENTS_TEMPLATE, tenant)
+        assert e.value.field == "tenant"
+        assert "no tenant is configured" in str(e.value) and EVENTS_TEMPLATE in str(e.value)
+    for tenant in ("a b", "acme/prod", "x" * 240):
+        with pytest.raises(ConfigError, match="makes events topic .* not a valid Kafka topic name"):
+            events_topic_for(EVENTS_TEMPLATE, tenant)
+
+
+def test_the_guard_refuses_an_events_template_without_tenant_when_made(nowhere: str) -> None:
+    with pytest.raises(ConfigError, match="events_topic `agent-events.{tenant}` is per tenant"):
+        make(nowhere, events_topic=EVENTS_TEMPLATE)
+    with pytest.raises(ConfigError):
+        Guard(GuardConfig(bootstrap_servers=nowhere, events_topic=EVENTS_TEMPLATE))
+
+
+def test_the_guard_writes_its_tenants_events_topic(nowhere: str) -> None:
+    g = make(nowhere, events_topic=EVENTS_TEMPLATE, verdicts_topic=TEMPLATE, tenant="acme")
+    try:
+        assert g.events_topic == "agent-events.acme"
+        assert g.verdicts_topic == "agent-verdicts.acme"
+        assert g.config.events_topic == EVENTS_TEMPLATE
+    finally:
+        g.close(0.5)
+    plain = make(nowhere, tenant="acme")
+    try:
+        assert plain.events_topic == "agent-events"
+    finally:
+        plain.close(0.5)
+
+
+def test_under_an_events_template_a_session_of_another_tenant_is_an_error(nowhere: str) -> None:
+    check_session_tenant("agent-verdicts", "acme", "acme", EVENTS_TEMPLATE)
+    with pytest.raises(ConfigError) as e:
+        check_session_tenant("agent-verdicts", "acme", "beta", EVENTS_TEMPLATE)
+    assert e.value.field == "tenant" and "writes only `agent-events.acme`" in str(e.value)
+    g = make(nowhere, events_topic=EVENTS_TEMPLATE, tenant="acme")
+    try:
+        g.session("s-same", tenant="acme")
+        with pytest.raises(ConfigError, match="writes only `agent-events.acme`"):
+            g.session("s-other", tenant="beta")
     finally:
         g.close(0.5)
 

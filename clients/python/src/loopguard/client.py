@@ -23,7 +23,7 @@ from .connecting import Connection, GuardError, Refused
 from .kafka_log import LibraryLog, Reachability, login_refused, unreachable
 from .partitioner import partition_for
 from .reader import VerdictReader
-from .settings import Scrubber, check_session_tenant, redacted, verdicts_topic_for
+from .settings import Scrubber, check_session_tenant, events_topic_for, redacted, verdicts_topic_for
 from .types import Evidence, Limits, Stats, Usage, Verdict
 from .validate import MAX_NOTE_CHARS, check_event
 
@@ -36,6 +36,9 @@ VerdictCallback = Callable[[Verdict], None]
 @dataclass(frozen=True)
 class GuardConfig:
     bootstrap_servers: str
+    # May name a topic per tenant, `agent-events.{tenant}` (the guard's
+    # `kafka.events_topic_template`): `{tenant}` is replaced by `tenant`, which is then
+    # required, and every session's tenant must be it (settings.py).
     events_topic: str = "agent-events"
     # May name a topic per tenant, `agent-verdicts.{tenant}` (the guard's
     # `kafka.verdicts_topic_template`): `{tenant}` is replaced by `tenant`, which is then
@@ -113,6 +116,8 @@ class Guard:
         # The topic this Guard reads its verdicts from (`verdicts_topic` with its tenant);
         # raises ConfigError before anything is made.
         self.verdicts_topic = verdicts_topic_for(cfg.verdicts_topic, cfg.tenant)
+        # The topic this Guard writes its events to (`events_topic` with its tenant).
+        self.events_topic = events_topic_for(cfg.events_topic, cfg.tenant)
         # Every line and error text this client says goes through it (settings.py).
         self._scrub = Scrubber([cfg.kafka])
         self._lock = threading.Lock()
@@ -202,7 +207,7 @@ class Guard:
             first,
             self._producer,
             cfg.bootstrap_servers,
-            cfg.events_topic,
+            self.events_topic,
             self.verdicts_topic,
             self._connected,
             self._connect_problem,
@@ -315,7 +320,7 @@ class Guard:
     # ---- used by sessions ----------------------------------------------------------------
 
     def _core(self, session_id: Optional[str], tenant: Optional[str], agent: Optional[str], model: Optional[str]) -> "SessionCore":
-        check_session_tenant(self.config.verdicts_topic, self.config.tenant, tenant)
+        check_session_tenant(self.config.verdicts_topic, self.config.tenant, tenant, self.config.events_topic)
         sid = session_id if session_id is not None else uuid.uuid4().hex
         core = SessionCore(
             self,
@@ -377,7 +382,7 @@ class Guard:
             on_delivery = lambda err, msg: self._delivered(err, msg, waiter)  # noqa: E731
         try:
             self._producer.produce(
-                self.config.events_topic, key=sid.encode(), value=payload, partition=partition, on_delivery=on_delivery
+                self.events_topic, key=sid.encode(), value=payload, partition=partition, on_delivery=on_delivery
             )
             return not unguarded
         except (BufferError, KafkaException) as e:
@@ -456,7 +461,7 @@ class Guard:
                 for core, payload in self._backlog:
                     try:
                         self._producer.produce(
-                            self.config.events_topic,
+                            self.events_topic,
                             key=core.session_id.encode(),
                             value=payload,
                             partition=partition_for(core.session_id, partitions),
@@ -659,7 +664,7 @@ class Guard:
         if where.startswith("verdict reader"):
             return "read", Refused(bootstrap, self.verdicts_topic, "verdicts", "Read")
         if where in ("delivery", "publish"):
-            return "write", Refused(bootstrap, self.config.events_topic, "events", "Write")
+            return "write", Refused(bootstrap, self.events_topic, "events", "Write")
         return None
 
     def _allowed(self, kind: str) -> None:
