@@ -19,7 +19,7 @@ import { emptyStats, evidenceToWire, parseVerdict, usageToWire } from "./types.j
 import type { Evidence, Limits, Stats, Usage, Verdict } from "./types.js";
 import { MAX_NOTE_CHARS, checkEvent } from "./validate.js";
 import { GuardError, Misconfigured, Refused, connectLoop, startOffsets, type Topics } from "./connecting.js";
-import { Scrubber, checkSessionTenant, redacted, verdictsTopicFor } from "./settings.js";
+import { Scrubber, checkSessionTenant, eventsTopicFor, redacted, verdictsTopicFor } from "./settings.js";
 
 export { GuardError } from "./connecting.js";
 
@@ -28,6 +28,9 @@ export type VerdictCallback = (v: Verdict) => void;
 
 export interface GuardOptions {
   brokers: string[];
+  /** May name a topic per tenant, `agent-events.{tenant}` (the guard's
+   * `kafka.events_topic_template`): `{tenant}` is replaced by `tenant`, which is then
+   * required, and every session's tenant must be it (settings.ts). */
   eventsTopic?: string;
   /** May name a topic per tenant, `agent-verdicts.{tenant}` (the guard's
    * `kafka.verdicts_topic_template`): `{tenant}` is replaced by `tenant`, which is then
@@ -129,6 +132,8 @@ export class Guard {
     readonly options: Resolved,
     /** The topic this guard reads its verdicts from (`verdictsTopic` with its tenant). */
     readonly verdictsTopic: string,
+    /** The topic this guard writes its events to (`eventsTopic` with its tenant). */
+    readonly eventsTopic: string,
     private readonly kafka: Kafka,
     /** The same settings, no retries: connecting's first question (connecting.ts). */
     private readonly probe: Kafka,
@@ -161,6 +166,7 @@ export class Guard {
     // The topic verdicts are read from (the template with its tenant): a ConfigError here,
     // before anything connects.
     const verdictsTopic = verdictsTopicFor(o.verdictsTopic, o.tenant);
+    const eventsTopic = eventsTopicFor(o.eventsTopic, o.tenant);
     // Every line and error text this client says goes through it (settings.ts).
     const scrub = new Scrubber(o.sasl, o.ssl, o.kafka);
     const reach = new Reachability(o.brokers.join(","), o.logger, scrub);
@@ -190,7 +196,7 @@ export class Guard {
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: { retries: 12, initialRetryTime: 200, maxRetryTime: 5000 } });
     // What the guard keeps to show: its settings with the secrets redacted.
     const shown: Resolved = { ...o, sasl: redacted(o.sasl), ssl: redacted(o.ssl), kafka: redacted(o.kafka) };
-    const guard = new Guard(shown, verdictsTopic, kafka, probe, producer, reach, scrub);
+    const guard = new Guard(shown, verdictsTopic, eventsTopic, kafka, probe, producer, reach, scrub);
     guard.connecting = guard.connectInBackground();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([guard.firstAnswer, new Promise<void>((r) => (timer = setTimeout(r, o.connectWaitMs)))]);
@@ -220,7 +226,7 @@ export class Guard {
   }
 
   private topics(): Topics {
-    return { brokers: this.options.brokers.join(","), eventsTopic: this.options.eventsTopic, verdictsTopic: this.verdictsTopic };
+    return { brokers: this.options.brokers.join(","), eventsTopic: this.eventsTopic, verdictsTopic: this.verdictsTopic };
   }
 
   private connectInBackground(): Promise<void> {
@@ -253,7 +259,7 @@ export class Guard {
       // on no topic (CLUSTER_AUTHORIZATION_FAILED).
       const code = authorizationFailed(e);
       if (code === undefined) throw e;
-      throw new Refused(this.options.brokers.join(","), this.options.eventsTopic, "events", "Write", { code, cause: e });
+      throw new Refused(this.options.brokers.join(","), this.eventsTopic, "events", "Write", { code, cause: e });
     });
     if (this.closed) {
       await this.producer.disconnect().catch(() => undefined);
@@ -308,7 +314,7 @@ export class Guard {
     sessionId?: string,
     opts: { onVerdict?: VerdictCallback; onObserved?: VerdictCallback; tenant?: string; agent?: string; model?: string } = {},
   ): Session {
-    checkSessionTenant(this.options.verdictsTopic, this.options.tenant, opts.tenant);
+    checkSessionTenant(this.options.verdictsTopic, this.options.tenant, opts.tenant, this.options.eventsTopic);
     const id = sessionId ?? randomUUID().replaceAll("-", "");
     // Not connected yet: `attempt()` gives it its partition.
     const core = new SessionCore(this, id, this.partitionCount > 0 ? partitionFor(id, this.partitionCount) : undefined, {
@@ -360,7 +366,7 @@ export class Guard {
   async sendBatch(sessionId: string, partition: number, batch: Queued[]): Promise<void> {
     try {
       const [meta] = await this.producer.send({
-        topic: this.options.eventsTopic,
+        topic: this.eventsTopic,
         messages: batch.map((q) => ({ key: sessionId, value: q.value, partition })),
       });
       this.counts.eventsSent += batch.length;
@@ -459,7 +465,7 @@ export class Guard {
       const refusal =
         role === "read"
           ? new Refused(brokers, this.verdictsTopic, "verdicts", "Read", { code, cause: e })
-          : new Refused(brokers, this.options.eventsTopic, "events", "Write", { code, cause: e });
+          : new Refused(brokers, this.eventsTopic, "events", "Write", { code, cause: e });
       const first = !this.refused.has(role);
       this.refused.set(role, refusal);
       if (role === "read") for (const run of [...this.onRefusal]) run();

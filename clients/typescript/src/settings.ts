@@ -1,11 +1,14 @@
 /**
- * What the caller configures beyond the topics' names: a verdicts topic per tenant, and the
+ * What the caller configures beyond the topics' names: topics per tenant, and the
  * secrets of `sasl`, `ssl` and `kafka` kept out of everything the client says.
  *
  * A verdicts topic with `{tenant}` in its name (the guard's `kafka.verdicts_topic_template`,
  * e.g. `agent-verdicts.{tenant}`) is the topic of the `Guard`'s own tenant: on a broker with
  * ACLs each tenant's runtime may read its own verdicts topic only, so one `Guard` serves one
  * tenant, and a session of another tenant is an error rather than a call that waits in vain.
+ * An events topic with `{tenant}` (the guard's `kafka.events_topic_template`, e.g.
+ * `agent-events.{tenant}`) is likewise the `Guard`'s tenant's own: the guard takes the tenant
+ * of an event from the topic it was written to, and dead-letters one naming another.
  */
 
 /** The placeholder of a per-tenant topic name. */
@@ -34,39 +37,59 @@ export function isTemplate(topic: string): boolean {
   return topic.includes(TENANT);
 }
 
-/** The verdicts topic this client reads: `template` itself, or with `{tenant}` replaced by
- * the configured tenant (required then, and must make a valid Kafka topic name). */
-export function verdictsTopicFor(template: string, tenant: string | undefined): string {
+/** The topic a per-`role` setting names: `template` itself, or with `{tenant}` replaced by the
+ * configured tenant (required then, and must make a valid Kafka topic name). */
+function topicFor(setting: string, role: "events" | "verdicts", template: string, tenant: string | undefined): string {
   if (!isTemplate(template)) return template;
   if (template.split(TENANT).length !== 2 || template.startsWith(TENANT))
-    // The guard's rule for `kafka.verdicts_topic_template` (a prefix makes prefixed ACLs).
+    // The guard's rule for its `kafka.*_topic_template` (a prefix makes prefixed ACLs).
     throw new ConfigError(
-      "verdictsTopic",
-      `\`${template}\` must hold ${TENANT} once, after a prefix (e.g. "agent-verdicts.${TENANT}"), as the guard's kafka.verdicts_topic_template does`,
+      setting,
+      `\`${template}\` must hold ${TENANT} once, after a prefix (e.g. "agent-${role}.${TENANT}"), as the guard's kafka.${role}_topic_template does`,
     );
   if (!tenant)
     throw new ConfigError(
       "tenant",
-      `verdictsTopic \`${template}\` is per tenant (${TENANT}) but no tenant is configured: set tenant to the tenant whose verdicts this Guard reads`,
+      `${setting} \`${template}\` is per tenant (${TENANT}) but no tenant is configured: set tenant to the tenant whose ${role} this Guard ${role === "verdicts" ? "reads" : "writes"}`,
     );
   const topic = template.replaceAll(TENANT, tenant);
   if (!TOPIC_NAME.test(topic))
     throw new ConfigError(
       "tenant",
-      `tenant \`${tenant}\` makes verdicts topic \`${topic}\`, not a valid Kafka topic name (ASCII letters, digits, '.', '_' and '-' only, at most 249 characters)`,
+      `tenant \`${tenant}\` makes ${role} topic \`${topic}\`, not a valid Kafka topic name (ASCII letters, digits, '.', '_' and '-' only, at most 249 characters)`,
     );
   return topic;
 }
 
+/** The verdicts topic this client reads: `template` itself, or with `{tenant}` replaced by
+ * the configured tenant (required then, and must make a valid Kafka topic name). */
+export function verdictsTopicFor(template: string, tenant: string | undefined): string {
+  return topicFor("verdictsTopic", "verdicts", template, tenant);
+}
+
+/** The events topic this client writes: `template` itself, or with `{tenant}` replaced by
+ * the configured tenant (required then, and must make a valid Kafka topic name). */
+export function eventsTopicFor(template: string, tenant: string | undefined): string {
+  return topicFor("eventsTopic", "events", template, tenant);
+}
+
 /** A session's own tenant, under a per-tenant verdicts topic, must be the `Guard`'s: its
  * verdicts would go to another tenant's topic, which this client does not (and on a broker
- * with ACLs may not) read. */
-export function checkSessionTenant(template: string, configured: string | undefined, tenant: string | undefined): void {
-  if (tenant === undefined || !isTemplate(template) || tenant === configured) return;
-  throw new ConfigError(
-    "tenant",
-    `session tenant \`${tenant}\` differs from the Guard's tenant \`${configured}\`: with the per-tenant verdicts topic \`${template}\` this Guard reads only \`${verdictsTopicFor(template, configured)}\`, and the guard would answer this session on \`${template.replaceAll(TENANT, tenant)}\`; make one Guard per tenant (tenant)`,
-  );
+ * with ACLs may not) read. Under a per-tenant events topic too: its events would go to the
+ * Guard's tenant's topic, where the guard takes them for that tenant's (and dead-letters
+ * them, as naming another). */
+export function checkSessionTenant(template: string, configured: string | undefined, tenant: string | undefined, eventsTemplate = ""): void {
+  if (tenant === undefined || tenant === configured) return;
+  if (isTemplate(template))
+    throw new ConfigError(
+      "tenant",
+      `session tenant \`${tenant}\` differs from the Guard's tenant \`${configured}\`: with the per-tenant verdicts topic \`${template}\` this Guard reads only \`${verdictsTopicFor(template, configured)}\`, and the guard would answer this session on \`${template.replaceAll(TENANT, tenant)}\`; make one Guard per tenant (tenant)`,
+    );
+  if (isTemplate(eventsTemplate))
+    throw new ConfigError(
+      "tenant",
+      `session tenant \`${tenant}\` differs from the Guard's tenant \`${configured}\`: with the per-tenant events topic \`${eventsTemplate}\` this Guard writes only \`${eventsTopicFor(eventsTemplate, configured)}\`, whose events the guard takes as tenant \`${configured}\`'s; make one Guard per tenant (tenant)`,
+    );
 }
 
 /** True for a setting whose value is a secret (never logged, never in an error). */

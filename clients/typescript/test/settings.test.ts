@@ -7,9 +7,10 @@ import { test } from "node:test";
 import { ConfigError, Guard, GuardError } from "../src/index.js";
 import { Refused } from "../src/connecting.js";
 import { Reachability, authorizationFailed, libraryLog, loginRefused } from "../src/kafka_log.js";
-import { REDACTED, Scrubber, checkSessionTenant, isSensitive, redacted, verdictsTopicFor } from "../src/settings.js";
+import { REDACTED, Scrubber, checkSessionTenant, eventsTopicFor, isSensitive, redacted, verdictsTopicFor } from "../src/settings.js";
 
 const TEMPLATE = "agent-verdicts.{tenant}";
+const EVENTS_TEMPLATE = "agent-events.{tenant}";
 const SECRET = "s3cr3t-Pa55word-never-said";
 const SASL = { mechanism: "scram-sha-512" as const, username: "runtime", password: SECRET };
 
@@ -122,6 +123,76 @@ test("without a template sessions may name any tenant", async () => {
   try {
     assert.equal(g.verdictsTopic, "agent-verdicts");
     g.session("s-beta", { tenant: "beta" });
+  } finally {
+    await g.close();
+  }
+});
+
+// ---- the events topic per tenant ----
+
+test("a plain events topic is used as it is", () => {
+  assert.equal(eventsTopicFor("agent-events", undefined), "agent-events");
+  assert.equal(eventsTopicFor("agent-events", "acme"), "agent-events");
+});
+
+test("the events template takes the configured tenant", () => {
+  assert.equal(eventsTopicFor(EVENTS_TEMPLATE, "acme"), "agent-events.acme");
+  assert.equal(eventsTopicFor("events-{tenant}-v2", "beta_2"), "events-beta_2-v2");
+});
+
+test("an events template is shaped as the guard's", () => {
+  for (const template of ["{tenant}-events", "e.{tenant}.{tenant}"]) {
+    const e = assertThrowsConfig(() => eventsTopicFor(template, "acme"));
+    assert.equal(e.field, "eventsTopic");
+    assert.match(e.message, /once, after a prefix/);
+    assert.match(e.message, /kafka\.events_topic_template/);
+  }
+});
+
+test("an events template without a tenant, or with one that makes no topic name, is refused", () => {
+  for (const tenant of [undefined, ""]) {
+    const e = assertThrowsConfig(() => eventsTopicFor(EVENTS_TEMPLATE, tenant));
+    assert.equal(e.field, "tenant");
+    assert.ok(e.message.includes("no tenant is configured") && e.message.includes(EVENTS_TEMPLATE), e.message);
+  }
+  for (const tenant of ["a b", "acme/prod", "x".repeat(240)])
+    assert.throws(() => eventsTopicFor(EVENTS_TEMPLATE, tenant), (e: unknown) => e instanceof ConfigError && /makes events topic .* not a valid Kafka topic name/.test(e.message));
+});
+
+test("Guard.connect rejects an events template without a tenant before connecting", async () => {
+  const brokers = [await closedPort()];
+  await assert.rejects(
+    Guard.connect({ brokers, eventsTopic: EVENTS_TEMPLATE }),
+    (e: unknown) => e instanceof ConfigError && e.message.includes("eventsTopic `agent-events.{tenant}` is per tenant"),
+  );
+});
+
+test("the guard writes its tenant's events topic", async () => {
+  const g = await Guard.connect({ brokers: [await closedPort()], eventsTopic: EVENTS_TEMPLATE, verdictsTopic: TEMPLATE, tenant: "acme", connectWaitMs: 0 });
+  try {
+    assert.equal(g.eventsTopic, "agent-events.acme");
+    assert.equal(g.verdictsTopic, "agent-verdicts.acme");
+    assert.equal(g.options.eventsTopic, EVENTS_TEMPLATE);
+  } finally {
+    await g.close();
+  }
+  const plain = await Guard.connect({ brokers: [await closedPort()], tenant: "acme", connectWaitMs: 0 });
+  try {
+    assert.equal(plain.eventsTopic, "agent-events");
+  } finally {
+    await plain.close();
+  }
+});
+
+test("under an events template a session of another tenant is an error", async () => {
+  checkSessionTenant("agent-verdicts", "acme", "acme", EVENTS_TEMPLATE);
+  const e = assertThrowsConfig(() => checkSessionTenant("agent-verdicts", "acme", "beta", EVENTS_TEMPLATE));
+  assert.equal(e.field, "tenant");
+  assert.ok(e.message.includes("writes only `agent-events.acme`"), e.message);
+  const g = await Guard.connect({ brokers: [await closedPort()], eventsTopic: EVENTS_TEMPLATE, tenant: "acme", connectWaitMs: 0 });
+  try {
+    g.session("s-same", { tenant: "acme" });
+    assert.throws(() => g.session("s-other", { tenant: "beta" }), (e: unknown) => e instanceof ConfigError && /writes only `agent-events\.acme`/.test(e.message));
   } finally {
     await g.close();
   }
