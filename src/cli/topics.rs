@@ -3,7 +3,7 @@
 //! it only checks its partition count.
 
 use crate::config::Config;
-use crate::service::kafka::topics::{partition_count, reachable};
+use crate::service::kafka::topics::{login, partition_count, reachable};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -115,6 +115,22 @@ pub fn plan(cfg: &Config, args: &CreateArgs) -> Result<Vec<TopicSpec>, TopicsErr
             aligned: true,
             configs: isr(vec![("retention.ms", ms(args.verdicts_retention_hours))]),
         });
+        // Tenants from the writer: the tenant's own events topic, and the state topic its
+        // sessions are checkpointed to (the guard serves a tenant once all three exist).
+        if let Some(events) = k.events_topic_for(t) {
+            tenants.push(TopicSpec {
+                name: events,
+                partitions: args.partitions,
+                aligned: true,
+                configs: isr(vec![("retention.ms", ms(args.events_retention_hours))]),
+            });
+            tenants.push(TopicSpec {
+                name: k.state_topic_for(Some(t)),
+                partitions: args.partitions,
+                aligned: true,
+                configs: isr(state_configs()),
+            });
+        }
     }
     let mut specs = vec![
         TopicSpec {
@@ -141,13 +157,7 @@ pub fn plan(cfg: &Config, args: &CreateArgs) -> Result<Vec<TopicSpec>, TopicsErr
             name: k.state_topic.clone(),
             partitions: args.partitions,
             aligned: true,
-            configs: isr(vec![
-                ("cleanup.policy", "compact".into()),
-                ("min.compaction.lag.ms", "60000".into()),
-                ("segment.ms", "600000".into()),
-                ("segment.bytes", "67108864".into()),
-                ("min.cleanable.dirty.ratio", "0.2".into()),
-            ]),
+            configs: isr(state_configs()),
         },
         TopicSpec {
             // The live policy: one partition (one order of versions for every instance),
@@ -160,6 +170,19 @@ pub fn plan(cfg: &Config, args: &CreateArgs) -> Result<Vec<TopicSpec>, TopicsErr
     ];
     specs.extend(tenants);
     Ok(specs)
+}
+
+/// A state topic's configs: compacted, and a restore reads a partition from its start while
+/// the active segment is never compacted, so small segments keep that read close to the
+/// live state.
+fn state_configs() -> Vec<(&'static str, String)> {
+    vec![
+        ("cleanup.policy", "compact".into()),
+        ("min.compaction.lag.ms", "60000".into()),
+        ("segment.ms", "600000".into()),
+        ("segment.bytes", "67108864".into()),
+        ("min.cleanable.dirty.ratio", "0.2".into()),
+    ]
 }
 
 /// What happened to one topic.
@@ -186,6 +209,7 @@ pub async fn create(mut cfg: Config, args: &CreateArgs) -> Result<Vec<String>, T
     for (k, v) in cfg.kafka_properties() {
         client.set(k, v);
     }
+    tokio::task::block_in_place(|| login(&client, &cfg.kafka.bootstrap_servers, setting))?;
     let probe: BaseConsumer = client.create()?;
     let admin: AdminClient<DefaultClientContext> = client.create()?;
     let mut lines = Vec::new();
@@ -296,6 +320,37 @@ mod tests {
         let mut argv = vec!["x", "--partitions", "6"];
         argv.extend_from_slice(extra);
         Cli::parse_from(argv).args
+    }
+
+    #[test]
+    fn a_tenant_from_the_writer_gets_its_events_verdicts_and_state_topics() {
+        let env = [
+            (
+                "LOOPGUARD__KAFKA__EVENTS_TOPIC_TEMPLATE",
+                "agent-events.{tenant}",
+            ),
+            (
+                "LOOPGUARD__KAFKA__VERDICTS_TOPIC_TEMPLATE",
+                "agent-verdicts.{tenant}",
+            ),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let cfg = crate::config::load_with_env(None, env.into_iter()).unwrap();
+        let specs = plan(&cfg, &args(&["--tenant", "acme"])).unwrap();
+        let tenant: Vec<_> = specs[5..].iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            tenant,
+            [
+                "agent-verdicts.acme",
+                "agent-events.acme",
+                "loopguard-state.acme"
+            ]
+        );
+        assert!(specs[5..].iter().all(|s| s.aligned && s.partitions == 6));
+        let state = &specs[7];
+        assert!(state
+            .configs
+            .contains(&("cleanup.policy", "compact".to_string())));
     }
 
     #[test]

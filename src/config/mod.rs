@@ -12,11 +12,13 @@ use thiserror::Error;
 
 mod env;
 mod kafka_limits;
+pub mod secrets;
 
-use env::apply_env;
+use env::{apply_env, env_path};
 pub use kafka_limits::{
     dlq_limit, GUARD_OWNED_PROPERTIES, MIN_DLQ_LIMIT, PRODUCER_DEFAULT_MAX_BYTES,
 };
+pub use secrets::{insecure_settings, is_secret_key, SecretSource};
 
 const DEFAULTS: &str = include_str!("default.toml");
 
@@ -50,6 +52,14 @@ pub struct KafkaConfig {
     /// so each tenant's runtimes are granted Read on their own topic only; events without
     /// tenant keep `verdicts_topic` (docs/operations.md, "Tenant isolation").
     pub verdicts_topic_template: String,
+    /// Tenants from the writer (off when empty): every topic this template names with a
+    /// tenant `T` (`agent-events.{tenant}`) is `T`'s own events topic; the guard takes the
+    /// tenant from the topic, never from the event (docs/operations.md, "Tenants").
+    pub events_topic_template: String,
+    /// Stream threads per tenant events topic.
+    pub tenant_threads: NonZeroUsize,
+    /// How often the broker is asked for new tenant events topics (ms).
+    pub tenant_discovery_ms: u64,
     pub dlq_topic: String,
     pub state_topic: String,
     /// The live policy (one partition, compacted): `loopguard policy publish` writes it,
@@ -157,14 +167,41 @@ impl KafkaConfig {
     pub fn verdicts_topic_for(&self, tenant: Option<&str>) -> Option<String> {
         match tenant {
             Some(t) if !self.verdicts_topic_template.is_empty() => {
-                let ok = !t.is_empty()
-                    && t.bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
+                let ok = tenant_name_ok(t);
                 let topic = self.verdicts_topic_template.replace(TENANT, t);
                 (ok && topic.len() <= MAX_TOPIC).then_some(topic)
             }
             _ => Some(self.verdicts_topic.clone()),
         }
+    }
+
+    /// Tenant `t`'s own events topic under `events_topic_template` (`None` without one, or
+    /// when `t` cannot be part of a topic name).
+    pub fn events_topic_for(&self, t: &str) -> Option<String> {
+        let topic = self.events_topic_template.replace(TENANT, t);
+        (!self.events_topic_template.is_empty() && tenant_name_ok(t) && topic.len() <= MAX_TOPIC)
+            .then_some(topic)
+    }
+
+    /// The tenant whose own events topic `topic` is, under `events_topic_template`.
+    pub fn tenant_of_events_topic<'a>(&self, topic: &'a str) -> Option<&'a str> {
+        let (prefix, suffix) = self.events_topic_template.split_once(TENANT)?;
+        let t = topic.strip_prefix(prefix)?.strip_suffix(suffix)?;
+        tenant_name_ok(t).then_some(t)
+    }
+
+    /// The compacted topic that holds the sessions' state of tenant `t`'s events topic
+    /// (`state_topic` + "." + `t`); `None` for the shared events topic's (`state_topic`).
+    pub fn state_topic_for(&self, tenant: Option<&str>) -> String {
+        match tenant {
+            Some(t) => format!("{}.{t}", self.state_topic),
+            None => self.state_topic.clone(),
+        }
+    }
+
+    /// True when tenants are taken from the topic they write to.
+    pub fn tenants_from_topics(&self) -> bool {
+        !self.events_topic_template.is_empty()
     }
 
     /// What every tenant's verdicts topic starts with (for prefixed ACLs), with a template.
@@ -173,6 +210,13 @@ impl KafkaConfig {
             .split_once(TENANT)
             .map(|(prefix, _)| prefix.to_string())
     }
+}
+
+/// A tenant can be part of a topic name: ASCII letters, digits, `.`, `_` and `-`.
+pub fn tenant_name_ok(t: &str) -> bool {
+    !t.is_empty()
+        && t.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 impl Config {
@@ -234,54 +278,120 @@ pub fn load_with_env(
     file: Option<&str>,
     env: impl Iterator<Item = (String, String)>,
 ) -> Result<Config, ConfigError> {
+    load_explained(file, env).map(|(c, _)| c)
+}
+
+/// As `load_with_env`, with where each setting holding a secret came from (`check-config`
+/// prints it). No error quotes a line of the file or shows a secret-looking value
+/// (`secrets`); `{ file = "PATH" }` and `{ env = "VAR" }` values are read here.
+pub fn load_explained(
+    file: Option<&str>,
+    env: impl Iterator<Item = (String, String)>,
+) -> Result<(Config, Vec<SecretSource>), ConfigError> {
+    let environment: Vec<(String, String)> = env.collect();
     let mut builder = config::Config::builder()
         .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
+    let mut file_text = String::new();
+    let mut file_table = None;
+    let mut file_secrets = Vec::new();
     if let Some(path) = file {
         let text =
             std::fs::read_to_string(path).map_err(|e| ConfigError::Load(format!("{path}: {e}")))?;
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| ConfigError::Load(format!("{path}: {e}")))?;
+        let table: toml::Table = toml::from_str(&text).map_err(|e| {
+            ConfigError::Load(format!(
+                "{path}: {}",
+                secrets::describe_toml_error(&text, &e)
+            ))
+        })?;
         // A policy file (the keys of `[policy]` at the top) is that configuration's policy.
-        let text = match is_configuration(table.keys()) {
-            true => text,
-            false => toml::to_string(&toml::Table::from_iter([(
-                "policy".to_string(),
-                toml::Value::Table(table),
-            )]))
-            .map_err(|e| ConfigError::Load(format!("{path}: {e}")))?,
+        let (table, source) = match is_configuration(table.keys()) {
+            true => (table, text.clone()),
+            false => {
+                let table =
+                    toml::Table::from_iter([("policy".to_string(), toml::Value::Table(table))]);
+                let source = toml::to_string(&table)
+                    .map_err(|e| ConfigError::Load(format!("{path}: {e}")))?;
+                (table, source)
+            }
         };
-        builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
+        builder = builder.add_source(config::File::from_str(&source, config::FileFormat::Toml));
+        file_secrets = serde_json::to_value(&table)
+            .map(|t| secrets::secret_values(&t))
+            .unwrap_or_default();
+        file_text = text;
+        file_table = Some(table);
     }
-    let raw = builder
-        .build()
-        .map_err(|e| ConfigError::Load(e.to_string()))?;
-    let mut tree: Value = raw
-        .try_deserialize()
-        .map_err(|e| ConfigError::Load(e.to_string()))?;
-    let mut env: Vec<(String, String)> =
-        env.filter(|(k, _)| k.starts_with("LOOPGUARD__")).collect();
+    let scrubbed = |e: config::ConfigError| {
+        ConfigError::Load(secrets::scrub_foreign(
+            &e.to_string(),
+            &file_text,
+            &file_secrets,
+        ))
+    };
+    let raw = builder.build().map_err(scrubbed)?;
+    let mut tree: Value = raw.try_deserialize().map_err(scrubbed)?;
+    let mut env: Vec<(String, String)> = environment
+        .iter()
+        .filter(|(k, _)| k.starts_with("LOOPGUARD__"))
+        .cloned()
+        .collect();
     env.sort();
-    let env_problems: Vec<String> = env
+    let mut env_problems: Vec<String> = env
         .iter()
         .filter_map(|(key, value)| apply_env(&mut tree, key, value))
         .collect();
-    match (from_tree(tree), env_problems.is_empty()) {
+    let env_paths: Vec<(Vec<String>, String)> = env
+        .iter()
+        .filter_map(|(k, _)| env_path(k).map(|p| (p, k.clone())))
+        .collect();
+    let lookup = |var: &str| {
+        environment
+            .iter()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| v.clone())
+    };
+    let layers = secrets::Layers {
+        file: file.zip(file_table.as_ref()),
+        env: &env_paths,
+        lookup: &lookup,
+    };
+    let (sources, mut hidden, reference_problems) = secrets::resolve(&mut tree, &layers);
+    env_problems.extend(reference_problems);
+    hidden.extend(file_secrets);
+    hidden.extend(
+        env.iter()
+            .filter(|(k, _)| is_secret_key(k))
+            .map(|(_, v)| v.clone()),
+    );
+    let result = match (from_tree(tree), env_problems.is_empty()) {
         (result, true) => result,
         (Ok(_), false) => Err(ConfigError::Invalid(env_problems)),
         (Err(ConfigError::Invalid(more)), false) => Err(ConfigError::Invalid(
             env_problems.into_iter().chain(more).collect(),
         )),
         (Err(e), false) => Err(e),
-    }
+    };
+    // Whatever a message repeats of a secret value, wherever it came from, is masked.
+    result.map(|c| (c, sources)).map_err(|e| match e {
+        ConfigError::Invalid(p) => {
+            ConfigError::Invalid(p.iter().map(|p| secrets::redact(p, &hidden)).collect())
+        }
+        ConfigError::Load(m) => ConfigError::Load(secrets::redact(&m, &hidden)),
+    })
 }
 
 /// A section's problem, naming the key when serde got as far as one:
 /// `kafka.batch_max_ms: invalid type: string "fast", expected u64`; `[kafka]: ...` for
 /// what concerns the section as a whole (an unknown key, a missing one).
 fn problem(section: &str, p: &every_problem::Problem) -> String {
+    // The value serde quotes (`invalid type: string "..."`) is hidden for a secret.
+    let message = match is_secret_key(&p.path) {
+        true => secrets::mask_quoted(&p.message),
+        false => p.message.clone(),
+    };
     match p.path.as_str() {
-        "." => format!("[{section}]: {}", p.message),
-        key => format!("{section}.{key}: {}", p.message),
+        "." => format!("[{section}]: {message}"),
+        key => format!("{section}.{key}: {message}"),
     }
 }
 
@@ -347,6 +457,30 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
             problems.push(format!(
                 "[kafka]: verdicts_topic_template `{t}` must hold `{TENANT}` once, after a prefix (e.g. \"agent-verdicts.{TENANT}\")"
             ));
+        }
+        let t = &k.events_topic_template;
+        if !t.is_empty() {
+            if t.matches(TENANT).count() != 1 || t.starts_with(TENANT) {
+                problems.push(format!(
+                    "[kafka]: events_topic_template `{t}` must hold `{TENANT}` once, after a prefix (e.g. \"agent-events.{TENANT}\")"
+                ));
+            } else if k.verdicts_topic_template.is_empty() {
+                problems.push(
+                    "[kafka]: events_topic_template needs verdicts_topic_template (each tenant reads its own verdicts, e.g. \"agent-verdicts.{tenant}\")".into(),
+                );
+            }
+            for (name, topic) in [
+                ("verdicts_topic", &k.verdicts_topic),
+                ("dlq_topic", &k.dlq_topic),
+                ("state_topic", &k.state_topic),
+                ("policy_topic", &k.policy_topic),
+            ] {
+                if k.tenant_of_events_topic(topic).is_some() {
+                    problems.push(format!(
+                        "[kafka]: {name} `{topic}` would be read as a tenant's events topic under events_topic_template `{t}`"
+                    ));
+                }
+            }
         }
         for key in k.properties.keys() {
             if let Some((_, why)) = GUARD_OWNED_PROPERTIES.iter().find(|(o, _)| o == key) {

@@ -53,13 +53,13 @@ async fn policy(State(s): State<Arc<Shared>>) -> Response {
             )
         })
         .collect();
-    let partitions: std::collections::BTreeMap<i32, serde_json::Value> = feed
+    let partitions: std::collections::BTreeMap<String, serde_json::Value> = feed
         .partitions
         .iter()
         .map(|p| {
             let (seq, version, from) = p.value();
             (
-                *p.key(),
+                p.key().to_string(),
                 serde_json::json!({"seq": seq, "version": version, "from_offset": from}),
             )
         })
@@ -137,7 +137,7 @@ async fn session(
     match s.sessions.get(&id) {
         Some(entry) => {
             let (partition, summary) = entry.value().clone();
-            Json(serde_json::json!({"session_id": id, "partition": partition, "summary": summary}))
+            Json(serde_json::json!({"session_id": id, "tenant": partition.tenant.as_deref(), "partition": partition.partition, "summary": summary}))
                 .into_response()
         }
         None => (StatusCode::NOT_FOUND, "no such session on this instance\n").into_response(),
@@ -195,12 +195,18 @@ mod tests {
             StatusCode::SERVICE_UNAVAILABLE
         );
         s.joined.store(true, Ordering::Release);
-        s.partitions.insert(0, PartitionStatus::Restoring);
+        s.partitions.insert(
+            crate::service::shared::PartKey::new(&None, 0),
+            PartitionStatus::Restoring,
+        );
         assert_eq!(
             get(router(s.clone()), "/readyz", None).await.0,
             StatusCode::SERVICE_UNAVAILABLE
         );
-        s.partitions.insert(0, PartitionStatus::Active);
+        s.partitions.insert(
+            crate::service::shared::PartKey::new(&None, 0),
+            PartitionStatus::Active,
+        );
         assert_eq!(
             get(router(s.clone()), "/readyz", None).await.0,
             StatusCode::OK
@@ -226,8 +232,14 @@ mod tests {
     async fn a_stuck_partition_makes_the_instance_unready() {
         let s = shared("");
         s.joined.store(true, Ordering::Release);
-        s.partitions.insert(0, PartitionStatus::Active);
-        s.partitions.insert(1, PartitionStatus::Stuck);
+        s.partitions.insert(
+            crate::service::shared::PartKey::new(&None, 0),
+            PartitionStatus::Active,
+        );
+        s.partitions.insert(
+            crate::service::shared::PartKey::new(&None, 1),
+            PartitionStatus::Stuck,
+        );
         let (status, body) = get(router(s.clone()), "/readyz", None).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("stuck partitions=1"), "{body}");
@@ -237,7 +249,10 @@ mod tests {
             body.contains("loopguard_records_given_up_total 0"),
             "{body}"
         );
-        s.partitions.insert(1, PartitionStatus::Active);
+        s.partitions.insert(
+            crate::service::shared::PartKey::new(&None, 1),
+            PartitionStatus::Active,
+        );
         assert_eq!(get(router(s), "/readyz", None).await.0, StatusCode::OK);
     }
 
@@ -260,7 +275,10 @@ mod tests {
             StatusCode::NOT_FOUND
         );
         let summary = crate::engine::rules::SessionState::default().summary();
-        on.sessions.insert("x".into(), (3, summary));
+        on.sessions.insert(
+            "x".into(),
+            (crate::service::shared::PartKey::new(&None, 3), summary),
+        );
         let (status, body) = get(router(on), "/v1/sessions/x", Some("Bearer s3cret")).await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("\"partition\":3"), "{body}");

@@ -19,17 +19,52 @@ pub enum PartitionStatus {
     Stuck,
 }
 
+/// An owned partition of the instance: of the shared events topic (`tenant` `None`) or of
+/// a tenant's own events topic (`kafka.events_topic_template`). Shown as `P` or `T/P`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartKey {
+    pub tenant: Option<Arc<str>>,
+    pub partition: i32,
+}
+
+impl PartKey {
+    pub fn new(tenant: &Option<Arc<str>>, partition: i32) -> Self {
+        PartKey {
+            tenant: tenant.clone(),
+            partition,
+        }
+    }
+
+    /// How the debug view names a session of this partition: `T/id` on a tenant's topic
+    /// (two tenants may use the same session id), `id` on the shared one.
+    pub fn session_name(&self, id: &str) -> String {
+        match &self.tenant {
+            Some(t) => format!("{t}/{id}"),
+            None => id.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for PartKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.tenant {
+            Some(t) => write!(f, "{t}/{}", self.partition),
+            None => write!(f, "{}", self.partition),
+        }
+    }
+}
+
 /// State shared between the consumer thread and the admin side.
 pub struct Shared {
     pub metrics: Metrics,
     /// Owned partitions and their status.
-    pub partitions: DashMap<i32, PartitionStatus>,
+    pub partitions: DashMap<PartKey, PartitionStatus>,
     /// Summaries of owned sessions, refreshed at each commit; kept only while the debug
     /// view that shows them is on (`debug_token`): a summary per session touched per
     /// commit was a few percent of the guard's work (docs/benchmarks.md, issue 19).
-    pub sessions: DashMap<String, (i32, SessionSummary)>,
+    pub sessions: DashMap<String, (PartKey, SessionSummary)>,
     /// Sessions held per owned partition, refreshed at each commit.
-    pub session_counts: DashMap<i32, usize>,
+    pub session_counts: DashMap<PartKey, usize>,
     /// Set once every stream thread's consumer has joined the group.
     pub joined: AtomicBool,
     /// Stream threads that have not joined the group yet.
@@ -98,7 +133,7 @@ impl Shared {
     /// caller once kept its own copy of this, and the policy switch's did not check).
     pub fn refresh_summaries(
         &self,
-        partition: i32,
+        partition: &PartKey,
         engine: &crate::engine::Engine,
         touched: Vec<String>,
         removed: Vec<String>,
@@ -108,11 +143,12 @@ impl Shared {
         }
         for id in touched {
             if let Some(summary) = engine.summary(&id) {
-                self.sessions.insert(id, (partition, summary));
+                self.sessions
+                    .insert(partition.session_name(&id), (partition.clone(), summary));
             }
         }
         for id in removed {
-            self.sessions.remove(&id);
+            self.sessions.remove(&partition.session_name(&id));
         }
     }
 
@@ -147,16 +183,24 @@ mod tests {
         engine.handle_event(e, &mut Vec::new());
         let off = shared("");
         for _ in 0..3 {
-            off.refresh_summaries(0, &engine, vec!["s1".into()], vec![]);
+            off.refresh_summaries(&PartKey::new(&None, 0), &engine, vec!["s1".into()], vec![]);
         }
         assert!(
             off.sessions.is_empty(),
             "the debug view is off: nothing kept"
         );
         let on = shared("t");
-        on.refresh_summaries(2, &engine, vec!["s1".into()], vec![]);
-        assert_eq!(on.sessions.get("s1").map(|s| s.0), Some(2));
-        on.refresh_summaries(2, &engine, vec![], vec!["s1".into()]);
+        let two = PartKey::new(&None, 2);
+        on.refresh_summaries(&two, &engine, vec!["s1".into()], vec![]);
+        assert_eq!(on.sessions.get("s1").map(|s| s.0.partition), Some(2));
+        let acme = PartKey::new(&Some("acme".into()), 2);
+        on.refresh_summaries(&acme, &engine, vec!["s1".into()], vec![]);
+        assert_eq!(
+            on.sessions.get("acme/s1").map(|s| s.0.to_string()),
+            Some("acme/2".into())
+        );
+        on.refresh_summaries(&two, &engine, vec![], vec!["s1".into()]);
+        on.refresh_summaries(&acme, &engine, vec![], vec!["s1".into()]);
         assert!(on.sessions.is_empty());
     }
 }

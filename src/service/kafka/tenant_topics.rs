@@ -29,15 +29,20 @@ pub struct VerdictTopics {
 }
 
 impl VerdictTopics {
-    pub fn new(k: &KafkaConfig) -> Self {
+    /// The verdicts topics of a thread reading the shared events topic (`pinned` `None`),
+    /// or tenant `pinned`'s own events topic: then every event, dead letters' included,
+    /// is answered on that tenant's verdicts topic, whatever the event says.
+    pub fn new(k: &KafkaConfig, pinned: Option<&str>) -> Self {
+        let pinned = pinned.and_then(|t| k.verdicts_topic_for(Some(t)));
         VerdictTopics {
-            plain: Arc::from(k.verdicts_topic.as_str()),
-            isolated: !k.verdicts_topic_template.is_empty(),
+            isolated: pinned.is_none() && !k.verdicts_topic_template.is_empty(),
+            plain: Arc::from(pinned.as_deref().unwrap_or(&k.verdicts_topic)),
             known: HashMap::new(),
         }
     }
 
-    /// The plain verdicts topic (events without tenant, dead letters' markers).
+    /// The plain verdicts topic (events without tenant, dead letters' markers); on a
+    /// tenant's own events topic, that tenant's.
     pub fn plain(&self) -> &Arc<str> {
         &self.plain
     }
@@ -115,7 +120,7 @@ mod tests {
     #[test]
     fn without_a_template_every_event_keeps_the_plain_topic() {
         let k = kafka("");
-        let mut t = VerdictTopics::new(&k);
+        let mut t = VerdictTopics::new(&k, None);
         let got = t.for_tenant(&k, Some("acme"), Instant::now(), |_| {
             panic!("no broker asked")
         });
@@ -123,9 +128,20 @@ mod tests {
     }
 
     #[test]
+    fn on_a_tenant_topic_every_answer_goes_to_that_tenant() {
+        let k = kafka("agent-verdicts.{tenant}");
+        let mut t = VerdictTopics::new(&k, Some("acme"));
+        assert_eq!(&**t.plain(), "agent-verdicts.acme");
+        for named in [None, Some("acme"), Some("beta")] {
+            let got = t.for_tenant(&k, named, Instant::now(), |_| panic!("no broker asked"));
+            assert_eq!(&*got.unwrap(), "agent-verdicts.acme");
+        }
+    }
+
+    #[test]
     fn a_tenant_topic_is_asked_for_once_and_a_missing_one_again_later() {
         let k = kafka("agent-verdicts.{tenant}");
-        let mut t = VerdictTopics::new(&k);
+        let mut t = VerdictTopics::new(&k, None);
         let now = Instant::now();
         let got = t.for_tenant(&k, Some("acme"), now, |topic| {
             assert_eq!(topic, "agent-verdicts.acme");

@@ -56,6 +56,37 @@ pub fn read_event(key: Option<&[u8]>, payload: Option<&[u8]>) -> Result<Event, R
     }
 }
 
+/// The dead-letter reason of an event, read from a tenant's own events topic, whose
+/// `tenant` field names another tenant.
+pub const TENANT_MISMATCH: &str = "tenant_mismatch";
+
+/// As `read_event`, for a record of `tenant`'s own events topic (`None`: the shared events
+/// topic, where the event's own `tenant` stands): the tenant is the writer's, so an event
+/// naming another is rejected, and one naming none gets the writer's. The restore re-run
+/// reads through it too, so a re-run skips and stamps exactly as the first run did.
+pub fn read_event_of(
+    tenant: Option<&str>,
+    key: Option<&[u8]>,
+    payload: Option<&[u8]>,
+) -> Result<Event, Rejected> {
+    let mut event = read_event(key, payload)?;
+    if let Some(writer) = tenant {
+        match event.meta.tenant.as_deref() {
+            Some(named) if named != writer => {
+                return Err(Rejected {
+                    reason: TENANT_MISMATCH,
+                    detail: format!(
+                        "the event names tenant `{named}` but was written to tenant `{writer}`'s events topic: a tenant is who writes, never what the event says"
+                    ),
+                })
+            }
+            Some(_) => {}
+            None => event.meta.tenant = Some(writer.to_string()),
+        }
+    }
+    Ok(event)
+}
+
 /// Where the dead record was read.
 #[derive(Debug, Clone, Copy)]
 pub struct Source<'a> {
@@ -198,6 +229,36 @@ mod tests {
             reason: "wrong_type",
             detail: detail.into(),
         }
+    }
+
+    #[test]
+    fn on_a_tenant_topic_the_writer_is_the_tenant() {
+        let event = |tenant: &str| {
+            format!(
+                r#"{{"v":1,"event_id":"e1","session_id":"s1","ts":1,"type":"compaction"{tenant}}}"#
+            )
+        };
+        let named = event(r#","tenant":"acme""#);
+        let forged = read_event_of(Some("beta"), Some(b"s1"), Some(named.as_bytes())).unwrap_err();
+        assert_eq!(forged.reason, TENANT_MISMATCH);
+        assert!(
+            forged.detail.contains("`acme`") && forged.detail.contains("`beta`"),
+            "{}",
+            forged.detail
+        );
+        let own = read_event_of(Some("acme"), Some(b"s1"), Some(named.as_bytes())).unwrap();
+        assert_eq!(own.meta.tenant.as_deref(), Some("acme"));
+        let unnamed = event("");
+        let stamped = read_event_of(Some("beta"), Some(b"s1"), Some(unnamed.as_bytes())).unwrap();
+        assert_eq!(stamped.meta.tenant.as_deref(), Some("beta"));
+        // The shared topic keeps what the event says.
+        let shared = read_event_of(None, Some(b"s1"), Some(named.as_bytes())).unwrap();
+        assert_eq!(shared.meta.tenant.as_deref(), Some("acme"));
+        assert!(read_event_of(None, Some(b"s1"), Some(unnamed.as_bytes()))
+            .unwrap()
+            .meta
+            .tenant
+            .is_none());
     }
 
     fn header<'a>(d: &'a DeadLetter<'_>, name: &str) -> Option<&'a [u8]> {

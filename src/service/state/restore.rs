@@ -253,6 +253,7 @@ pub fn restore_assignment(
     reader: &StateReader,
     state_topic: &str,
     events_topic: &str,
+    tenant: Option<&str>,
     committed: &BTreeMap<i32, Option<i64>>,
     engine: impl Fn() -> Engine,
     eos: bool,
@@ -288,7 +289,7 @@ pub fn restore_assignment(
         checkpoints.insert(p, at);
         engines.insert(p, engine);
     }
-    let replayed = replay_events(reader, events_topic, &ranges, &mut engines)?;
+    let replayed = replay_events(reader, events_topic, tenant, &ranges, &mut engines)?;
     Ok(engines
         .into_iter()
         .map(|(p, engine)| {
@@ -308,11 +309,13 @@ pub fn restore_assignment(
 /// (exclusive) through its engine, all partitions in one read, and drops the verdicts:
 /// they were committed with those offsets. The engine is deterministic, so this rebuilds
 /// exactly the state its predecessor had at `until`. Records the service does not judge
-/// (`dlq::read_event`) are skipped as the predecessor skipped them (to the dead letters).
-/// Returns how many events each partition re-ran.
+/// (`dlq::read_event_of`, with the tenant whose own events topic it is) are skipped as the
+/// predecessor skipped them (to the dead letters). Returns how many events each partition
+/// re-ran.
 pub fn replay_events(
     reader: &StateReader,
     topic: &str,
+    tenant: Option<&str>,
     ranges: &BTreeMap<i32, (Offset, i64)>,
     engines: &mut BTreeMap<i32, Engine>,
 ) -> Result<BTreeMap<i32, u64>, KafkaError> {
@@ -322,7 +325,9 @@ pub fn replay_events(
         let Some(engine) = engines.get_mut(&m.partition()) else {
             return;
         };
-        if let Ok(event) = crate::service::records::dead_letter::read_event(m.key(), m.payload()) {
+        let read =
+            crate::service::records::dead_letter::read_event_of(tenant, m.key(), m.payload());
+        if let Ok(event) = read {
             engine.handle_event(event, &mut scratch);
             scratch.clear();
             // Counted by the instance that judged it first.

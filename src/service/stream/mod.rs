@@ -2,6 +2,7 @@
 //! transactional producer, consuming, judging (`worker`), committing, following rebalances
 //! (`rebalance`) and leaving the group together (`leave`).
 
+pub mod lanes;
 mod leave;
 pub mod rebalance;
 pub mod retry;
@@ -33,18 +34,21 @@ pub const GRACE: Duration = Duration::from_secs(20);
 
 /// Runs `cfg.stream_threads()` stream threads until `stop` is set, each a consumer in the
 /// group with its own transactional producer (the partitions are spread over them by the
-/// group's assignor); returns after every thread committed its in-flight work. A thread
-/// that fails stops the others, and its error is returned.
+/// group's assignor), and with tenants from the writer (`kafka.events_topic_template`)
+/// `kafka.tenant_threads` more for each tenant's own events topic (`lanes`), new tenants
+/// picked up while running; returns after every thread committed its in-flight work. A
+/// thread that fails stops the others, and its error is returned.
 pub fn run_stream_threads(
     cfg: Arc<Config>,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
-    let threads = cfg.stream_threads();
-    shared.expect_joins(threads);
     let instance = instance_id();
     shared.metrics.set_policy_version(cfg.policy.version());
-    let leave = leave::LeaveTogether::new(threads);
+    let mut tenants = Tenants::new(&cfg, &instance)?;
+    let first = tenants.discover(&cfg);
+    let lane_threads = cfg.kafka.tenant_threads.get();
+    shared.expect_joins(cfg.stream_threads() + first.len() * lane_threads);
     std::thread::scope(|scope| {
         let reader = {
             let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
@@ -95,37 +99,26 @@ pub fn run_stream_threads(
         if !shared.policy.is_caught_up() {
             tracing::warn!(topic = %cfg.kafka.policy_topic, "policy topic not read to its end in time; starting with the version known");
         }
-        tracing::info!(threads, instance = %instance, "starting stream threads");
-        let leave = &leave;
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                // Thread 0 keeps the instance's own transactional id, so a single-threaded
-                // guard fences its predecessor exactly as before.
-                let name = if i == 0 {
-                    instance.clone()
-                } else {
-                    format!("{instance}-{i}")
-                };
-                let (cfg, shared, stop) = (cfg.clone(), shared.clone(), stop.clone());
-                std::thread::Builder::new()
-                    .name(format!("stream-{i}"))
-                    .spawn_scoped(scope, move || {
-                        // A failed or panicking thread stops the others at once, not when
-                        // its turn to be joined comes.
-                        let run = std::panic::AssertUnwindSafe(|| {
-                            run_consumer(cfg, shared, stop.clone(), &name, leave)
-                        });
-                        let result = std::panic::catch_unwind(run)
-                            .unwrap_or_else(|_| Err(anyhow::anyhow!("stream thread {i} panicked")));
-                        if let Err(e) = &result {
-                            tracing::error!(thread = i, error = %e, "stream thread stopped");
-                            stop.store(true, Ordering::Release);
-                        }
-                        result
-                    })
-            })
-            .collect::<Result<_, _>>()
-            .inspect_err(|_| stop.store(true, Ordering::Release))?;
+        let mut handles = Vec::new();
+        let spawn = |lane: Arc<Config>, tenant: Option<&str>, handles: &mut Vec<_>| {
+            spawn_lane(scope, lane, tenant, &shared, &stop, &instance, handles)
+                .inspect_err(|_| stop.store(true, Ordering::Release))
+        };
+        spawn(cfg.clone(), None, &mut handles)?;
+        for (t, lane) in first {
+            spawn(lane, Some(&t), &mut handles)?;
+        }
+        let every = Duration::from_millis(cfg.kafka.tenant_discovery_ms.max(100));
+        let mut next = Instant::now() + every;
+        while !stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(50));
+            if cfg.kafka.tenants_from_topics() && Instant::now() >= next {
+                for (t, lane) in tenants.discover(&cfg) {
+                    spawn(lane, Some(&t), &mut handles)?;
+                }
+                next = Instant::now() + every;
+            }
+        }
         let mut first_error = None;
         for h in handles {
             let result = h
@@ -143,6 +136,128 @@ pub fn run_stream_threads(
         }
         first_error.map_or(Ok(()), Err)
     })
+}
+
+/// The tenants served so far, and what the broker was asked to find more.
+struct Tenants {
+    probe: Option<BaseConsumer<QuietEof>>,
+    instance: String,
+    served: std::collections::BTreeSet<String>,
+    /// What was last said of a tenant not served (missing topics, refused ACLs): said
+    /// again only when it changes.
+    said: std::collections::BTreeMap<String, String>,
+}
+
+impl Tenants {
+    fn new(cfg: &Config, instance: &str) -> anyhow::Result<Self> {
+        let probe = match cfg.kafka.tenants_from_topics() {
+            true => Some(state_probe_config(cfg).create_with_context(QuietEof)?),
+            false => None,
+        };
+        Ok(Tenants {
+            probe,
+            instance: instance.to_string(),
+            served: Default::default(),
+            said: Default::default(),
+        })
+    }
+
+    /// The tenants found on the broker since the last call whose topics are all there
+    /// and whose ACLs let this guard serve them, each with its lane's configuration.
+    fn discover(&mut self, cfg: &Config) -> Vec<(String, Arc<Config>)> {
+        let Some(probe) = &self.probe else {
+            return Vec::new();
+        };
+        let found = match lanes::discover(cfg, probe) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the tenants' events topics; asking again later");
+                return Vec::new();
+            }
+        };
+        for (t, missing) in &found.incomplete {
+            let why = format!("missing {}", missing.join(", "));
+            self.say(t, why, "a tenant events topic is not served until its topics exist (`loopguard topics create --tenant T`)");
+        }
+        let mut new = Vec::new();
+        for t in found.ready {
+            if self.served.contains(&t) {
+                continue;
+            }
+            let Some(lane) = lanes::lane_config(cfg, &t) else {
+                continue;
+            };
+            if let Err(e) = crate::service::kafka::access::check(&lane, &self.instance) {
+                self.say(
+                    &t,
+                    e.to_string(),
+                    "a tenant events topic is not served: the guard's ACLs do not cover it",
+                );
+                continue;
+            }
+            tracing::info!(tenant = %t, topic = %lane.kafka.events_topic, group = %lane.kafka.group_id, "serving a tenant's events topic");
+            self.said.remove(&t);
+            self.served.insert(t.clone());
+            new.push((t, Arc::new(lane)));
+        }
+        new
+    }
+
+    fn say(&mut self, tenant: &str, why: String, what: &str) {
+        if self.said.get(tenant) != Some(&why) {
+            tracing::warn!(tenant, reason = %why, "{what}");
+            self.said.insert(tenant.to_string(), why);
+        }
+    }
+}
+
+/// Starts a lane's stream threads (`lane.stream_threads()` of them, leaving the group
+/// together): the shared events topic's (`tenant` `None`) or a tenant's own.
+fn spawn_lane<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    lane: Arc<Config>,
+    tenant: Option<&str>,
+    shared: &Arc<Shared>,
+    stop: &Arc<AtomicBool>,
+    instance: &str,
+    handles: &mut Vec<std::thread::ScopedJoinHandle<'scope, anyhow::Result<()>>>,
+) -> std::io::Result<()> {
+    let threads = lane.stream_threads();
+    let leave = Arc::new(leave::LeaveTogether::new(threads));
+    tracing::info!(threads, instance = %instance, tenant, "starting stream threads");
+    for i in 0..threads {
+        // Thread 0 keeps the instance's own transactional id, so a single-threaded
+        // guard fences its predecessor exactly as before; a tenant's threads add the tenant.
+        let base = match tenant {
+            Some(t) => format!("{instance}.{t}"),
+            None => instance.to_string(),
+        };
+        let name = if i == 0 { base } else { format!("{base}-{i}") };
+        let thread = match tenant {
+            Some(t) => format!("stream-{t}-{i}"),
+            None => format!("stream-{i}"),
+        };
+        let (cfg, shared, stop, leave) =
+            (lane.clone(), shared.clone(), stop.clone(), leave.clone());
+        let handle = std::thread::Builder::new()
+            .name(thread.clone())
+            .spawn_scoped(scope, move || {
+                // A failed or panicking thread stops the others at once, not when its
+                // turn to be joined comes.
+                let run = std::panic::AssertUnwindSafe(|| {
+                    run_consumer(cfg, shared, stop.clone(), &name, &leave)
+                });
+                let result = std::panic::catch_unwind(run)
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("stream thread {thread} panicked")));
+                if let Err(e) = &result {
+                    tracing::error!(thread, error = %e, "stream thread stopped");
+                    stop.store(true, Ordering::Release);
+                }
+                result
+            })?;
+        handles.push(handle);
+    }
+    Ok(())
 }
 
 /// One stream thread: runs until `stop` is set; returns after committing in-flight work.

@@ -61,7 +61,7 @@ impl ClientContext for GuardContext {
                     self.shared
                         .metrics
                         .consumer_lag
-                        .with_label_values(&[&p.to_string()])
+                        .with_label_values(&[&w.key(*p).to_string()])
                         .set(lag(s));
                 }
             }
@@ -111,7 +111,7 @@ impl ConsumerContext for GuardContext {
                 self.shared
                     .metrics
                     .consumer_lag
-                    .remove_label_values(&[&elem.partition().to_string()])
+                    .remove_label_values(&[&w.key(elem.partition()).to_string()])
                     .ok();
             }
             self.shared.refresh_ready();

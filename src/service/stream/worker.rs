@@ -12,7 +12,7 @@ mod rewind;
 use super::retry::Retries;
 use crate::config::{Config, Delivery};
 use crate::engine::event::format_ts;
-use crate::service::records::dead_letter::{read_event, DeadLetter, Rejected, Source};
+use crate::service::records::dead_letter::{read_event_of, DeadLetter, Rejected, Source};
 use crate::service::shared::Shared;
 use crate::service::state::partition::Part;
 use crate::service::state::restore::StateReader;
@@ -63,6 +63,9 @@ pub struct Worker {
     thread: String,
     /// Where each tenant's verdicts go (`tenant_topics`).
     topics: crate::service::kafka::tenant_topics::VerdictTopics,
+    /// The tenant whose own events topic this thread reads (`kafka.events_topic_template`):
+    /// every event it judges is that tenant's; `None` on the shared events topic.
+    tenant: Option<Arc<str>>,
 }
 
 /// A verdict judged in the burst in progress, written with the burst's markers.
@@ -117,6 +120,10 @@ impl Worker {
         producer: TxnProducer,
         reader: StateReader,
     ) -> Self {
+        let tenant: Option<Arc<str>> = cfg
+            .kafka
+            .tenant_of_events_topic(&cfg.kafka.events_topic)
+            .map(Arc::from);
         let live = shared.policy.latest().unwrap_or_else(|| {
             Arc::new(crate::service::policy_feed::LivePolicy::from_config(&cfg))
         });
@@ -140,7 +147,11 @@ impl Worker {
             retries: Retries::new(cfg.kafka.max_record_retries.get()),
             dlq_limit: cfg.dlq_limit(),
             live,
-            topics: crate::service::kafka::tenant_topics::VerdictTopics::new(&cfg.kafka),
+            topics: crate::service::kafka::tenant_topics::VerdictTopics::new(
+                &cfg.kafka,
+                tenant.as_deref(),
+            ),
+            tenant,
             thread: std::thread::current()
                 .name()
                 .unwrap_or("stream")
@@ -164,6 +175,11 @@ impl Worker {
         source: Box<dyn crate::service::txn::membership::Membership>,
     ) {
         self.producer.read_membership_from(source);
+    }
+
+    /// How the instance names `partition` of this thread's events topic.
+    pub fn key(&self, partition: i32) -> crate::service::shared::PartKey {
+        crate::service::shared::PartKey::new(&self.tenant, partition)
     }
 
     /// True when this thread owns `partition`.
@@ -219,7 +235,7 @@ impl Worker {
         self.apply_policy(partition, msg.offset())?;
         let m = &self.shared.metrics;
         let given_up = self.retries.take_given_up(partition, msg.offset());
-        let decoded = read_event(msg.key(), msg.payload());
+        let decoded = read_event_of(self.tenant.as_deref(), msg.key(), msg.payload());
         let judged = !given_up && decoded.is_ok();
         // Whether a runtime may be waiting on this record's answer: its marker then goes
         // out with the burst, else with the batch's commit (`markers.rs`). A record that

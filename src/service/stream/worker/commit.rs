@@ -150,7 +150,7 @@ impl Worker {
             Ok(()) => {
                 for (p, last) in batch {
                     self.retries.progressed(p, last + 1);
-                    if let Some(mut status) = self.shared.partitions.get_mut(&p) {
+                    if let Some(mut status) = self.shared.partitions.get_mut(&self.key(p)) {
                         if *status == PartitionStatus::Stuck && !self.retries.stuck(p) {
                             *status = PartitionStatus::Active;
                             drop(status);
@@ -224,13 +224,15 @@ impl Worker {
         let mut offsets = TopicPartitionList::new();
         let topic = self.cfg.kafka.events_topic.clone();
         let state_topic = self.cfg.kafka.state_topic.clone();
+        let tenant = self.tenant.clone();
         for (&p, part) in self.parts.iter_mut() {
             let (touched, removed) = part.collect_changes();
+            let key = crate::service::shared::PartKey::new(&tenant, p);
             self.shared
                 .session_counts
-                .insert(p, part.engine.session_count());
+                .insert(key.clone(), part.engine.session_count());
             self.shared
-                .refresh_summaries(p, &part.engine, touched, removed);
+                .refresh_summaries(&key, &part.engine, touched, removed);
         }
         // Every event of the batch is covered by a marker in its own transaction.
         self.write_all_markers()?;

@@ -44,8 +44,9 @@ impl Worker {
         // The checkpoint of the switch is taken mid-batch: the sessions the open batch
         // changed so far must be in it as they are now, as a commit's checkpoint has them.
         let (touched, removed) = part.collect_changes();
+        let key = crate::service::shared::PartKey::new(&self.tenant, partition);
         self.shared
-            .refresh_summaries(partition, &part.engine, touched, removed);
+            .refresh_summaries(&key, &part.engine, touched, removed);
         let change = part.switch_policy(
             self.producer.producer(),
             &self.cfg.kafka.state_topic,
@@ -63,7 +64,7 @@ impl Worker {
         self.shared
             .policy
             .partitions
-            .insert(partition, (change.seq, change.version, change.from_offset));
+            .insert(key, (change.seq, change.version, change.from_offset));
         Ok(())
     }
 }

@@ -76,6 +76,7 @@ impl Worker {
             &self.reader,
             &cfg.kafka.state_topic,
             &cfg.kafka.events_topic,
+            self.tenant.as_deref(),
             committed,
             || {
                 Engine::new(cfg.policy.clone(), cfg.engine.limits())
@@ -112,19 +113,20 @@ impl Worker {
         } = restored;
         self.shared.metrics.replayed_events.inc_by(replayed);
         // Every session now held: restored from the checkpoint or created by the re-run.
+        let key = self.key(partition);
         if self.shared.keeps_summaries() {
             self.shared
-                .refresh_summaries(partition, &engine, engine.session_ids(), Vec::new());
+                .refresh_summaries(&key, &engine, engine.session_ids(), Vec::new());
         }
         let sessions = engine.session_count();
-        self.shared.session_counts.insert(partition, sessions);
+        self.shared.session_counts.insert(key.clone(), sessions);
         let mut part = Part::new(engine, committed, replayed as usize);
         if let Some(change) = policy {
             part.policy_seq = change.seq;
-            self.shared
-                .policy
-                .partitions
-                .insert(partition, (change.seq, change.version, change.from_offset));
+            self.shared.policy.partitions.insert(
+                key.clone(),
+                (change.seq, change.version, change.from_offset),
+            );
         }
         self.parts.insert(partition, part);
         let checkpoint = match at {
@@ -137,12 +139,12 @@ impl Worker {
         } else {
             PartitionStatus::Active
         };
-        self.shared.partitions.insert(partition, status);
+        self.shared.partitions.insert(key.clone(), status);
         // The lag series exists from the assignment on; statistics update it every 5 s.
         self.shared
             .metrics
             .consumer_lag
-            .with_label_values(&[&partition.to_string()])
+            .with_label_values(&[&key.to_string()])
             .set(0);
         tracing::info!(
             partition,
@@ -158,18 +160,21 @@ impl Worker {
     /// `partitions` are assigned and not yet served: `/readyz` says so until each restore.
     pub(in crate::service) fn mark_restoring(&self, partitions: &[i32]) {
         for &p in partitions {
-            self.shared.partitions.insert(p, PartitionStatus::Restoring);
+            self.shared
+                .partitions
+                .insert(self.key(p), PartitionStatus::Restoring);
         }
         self.shared.refresh_ready();
     }
 
     pub(in crate::service) fn drop_partition(&mut self, partition: i32) {
+        let key = self.key(partition);
         self.parts.remove(&partition);
-        self.shared.policy.partitions.remove(&partition);
+        self.shared.policy.partitions.remove(&key);
         self.retries.forget(partition);
-        self.shared.partitions.remove(&partition);
-        self.shared.sessions.retain(|_, (p, _)| *p != partition);
-        self.shared.session_counts.remove(&partition);
+        self.shared.partitions.remove(&key);
+        self.shared.sessions.retain(|_, (p, _)| *p != key);
+        self.shared.session_counts.remove(&key);
         self.update_session_gauge();
     }
 }
