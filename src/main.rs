@@ -280,8 +280,15 @@ fn main() -> ExitCode {
             if let Some(b) = &args.bootstrap_servers {
                 cfg.kafka.bootstrap_servers.clone_from(b);
             }
+            let setup = match loopguard::edge::Setup::new(&args, &cfg) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("loopguard: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
             telemetry();
-            run_async(loopguard::edge::run(args, cfg))
+            run_async(loopguard::edge::run(args, setup))
         }
         Command::Hook(args) => {
             loopguard::hook::run(&args);

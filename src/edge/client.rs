@@ -29,6 +29,8 @@ pub enum EdgeAnswer {
 pub struct EdgeClient {
     base: String,
     agent: ureq::Agent,
+    /// `Authorization: Bearer <token>` on every request (an edge with `--token-file`).
+    token: Option<String>,
 }
 
 impl EdgeClient {
@@ -41,7 +43,30 @@ impl EdgeClient {
         EdgeClient {
             base: base.trim_end_matches('/').to_string(),
             agent,
+            token: None,
         }
+    }
+
+    /// Sends `token` as `Authorization: Bearer <token>` on every request.
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token;
+        self
+    }
+
+    /// The client of a hook or the MCP proxy: the edge at `base`, with the token of
+    /// `token_file` when one is given (`--token-file`, `LOOPGUARD_EDGE_TOKEN_FILE`). A file
+    /// it cannot read is said in the second value, and the requests go without a token (the
+    /// edge then answers 401: a fail-open that says so).
+    pub fn for_caller(base: &str, token_file: Option<&std::path::Path>) -> (Self, Option<String>) {
+        match token_file.map(super::trust::read_token) {
+            None => (EdgeClient::new(base), None),
+            Some(Ok(t)) => (EdgeClient::new(base).with_token(Some(t)), None),
+            Some(Err(e)) => (EdgeClient::new(base), Some(e)),
+        }
+    }
+
+    fn authorization(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("Bearer {t}"))
     }
 
     /// Posts `event` to `/v1/check`, asking the edge to answer within `deadline` less a
@@ -120,7 +145,11 @@ impl EdgeClient {
             encode_segment(session_id)
         );
         loop {
-            if let Ok(resp) = self.agent.get(&url).call() {
+            let mut req = self.agent.get(&url);
+            if let Some(a) = self.authorization() {
+                req = req.header("authorization", a);
+            }
+            if let Ok(resp) = req.call() {
                 if resp.status() == 200 {
                     let reader = std::io::BufReader::new(resp.into_body().into_reader());
                     for line in reader.lines() {
@@ -146,14 +175,17 @@ impl EdgeClient {
         body: &Value,
         within: Duration,
     ) -> Result<(u16, String), ureq::Error> {
-        let mut resp = self
+        let mut req = self
             .agent
             .post(url)
             .config()
             .timeout_global(Some(within))
             .build()
-            .header("content-type", "application/json")
-            .send(serde_json::to_vec(body).expect("JSON serialises"))?;
+            .header("content-type", "application/json");
+        if let Some(a) = self.authorization() {
+            req = req.header("authorization", a);
+        }
+        let mut resp = req.send(serde_json::to_vec(body).expect("JSON serialises"))?;
         let status = resp.status().as_u16();
         let text = resp.body_mut().read_to_string()?;
         Ok((status, text))

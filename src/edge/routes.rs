@@ -1,6 +1,8 @@
 //! The edge's HTTP routes: `POST /v1/events`, `POST /v1/check`, `GET
-//! /v1/sessions/{id}/verdicts` (Server-Sent Events), and `/livez`, `/readyz`, `/metrics`.
+//! /v1/sessions/{id}/verdicts` (Server-Sent Events), and `/livez`, `/readyz`, `/metrics`;
+//! every one behind the checks of who may talk to the edge (`trust`).
 
+use super::trust::{self, Trust};
 use super::Edge;
 use crate::client::{Answer, ClientError};
 use axum::body::Bytes;
@@ -21,7 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 /// The longest deadline a request may ask for.
 const MAX_DEADLINE: Duration = Duration::from_secs(30);
 
-pub fn router(edge: Arc<Edge>, registry: Registry) -> Router {
+pub fn router(edge: Arc<Edge>, registry: Registry, trust: Arc<Trust>) -> Router {
     Router::new()
         .route("/v1/events", post(events))
         .route("/v1/check", post(check))
@@ -36,6 +38,10 @@ pub fn router(edge: Arc<Edge>, registry: Registry) -> Router {
             }),
         )
         .with_state(edge)
+        .layer(axum::middleware::from_fn_with_state(
+            trust,
+            trust::guard_requests,
+        ))
 }
 
 fn metrics_text(registry: &Registry) -> Response {
@@ -71,6 +77,24 @@ fn parse(body: &Bytes) -> Result<Value, Box<Response>> {
     })
 }
 
+/// Events for an edge pinned to a tenant: each without `tenant` gets it; the first naming
+/// another tenant refuses them all (400 naming the field, nothing sent).
+fn pin_tenant(edge: &Edge, events: &mut [Value]) -> Result<(), Response> {
+    let Some(pinned) = &edge.tenant else {
+        return Ok(());
+    };
+    for e in events.iter_mut() {
+        if let Err(refused) = trust::pin_tenant(e, pinned) {
+            edge.metrics
+                .invalid
+                .with_label_values(&["tenant_mismatch"])
+                .inc();
+            return Err(refused.into_response());
+        }
+    }
+    Ok(())
+}
+
 fn client_error(edge: &Edge, e: &ClientError) -> Response {
     match e {
         ClientError::InvalidEvent { reason, detail } => {
@@ -98,10 +122,11 @@ fn count(edge: &Edge, route: &str, r: Response) -> Response {
 /// acknowledged every one; 400 naming the field of the first invalid one (nothing sent).
 async fn events(State(edge): State<Arc<Edge>>, body: Bytes) -> Response {
     let r = async {
-        let events = match parse(&body).map_err(|r| *r)? {
+        let mut events = match parse(&body).map_err(|r| *r)? {
             Value::Array(a) => a,
             one => vec![one],
         };
+        pin_tenant(&edge, &mut events)?;
         edge.guard
             .publish(&events, edge.publish_timeout)
             .await
@@ -142,7 +167,8 @@ async fn check(
         .map_or(edge.deadline, Duration::from_millis)
         .min(MAX_DEADLINE);
     let r = async {
-        let event = parse(&body).map_err(|r| *r)?;
+        let mut event = parse(&body).map_err(|r| *r)?;
+        pin_tenant(&edge, std::slice::from_mut(&mut event))?;
         let answer = edge
             .guard
             .check(&event, deadline)

@@ -21,6 +21,7 @@ fn args(cli: Cli) -> HookArgs {
     HookArgs {
         cli,
         edge: "http://127.0.0.1:9".into(),
+        token_file: None,
         tenant: Some("acme".into()),
         agent: None,
         model: None,

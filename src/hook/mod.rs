@@ -61,6 +61,10 @@ pub struct HookArgs {
     /// The local edge.
     #[arg(long, env = "LOOPGUARD_EDGE", default_value = crate::edge::DEFAULT_URL)]
     pub edge: String,
+    /// The edge's token file (an edge started with `--token-file`): its token is sent as
+    /// `Authorization: Bearer`.
+    #[arg(long, value_name = "PATH", env = "LOOPGUARD_EDGE_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     /// Copied onto every event: selects policy overrides, labels metrics.
     #[arg(long, env = "LOOPGUARD_TENANT")]
     pub tenant: Option<String>,
@@ -86,7 +90,13 @@ pub fn run(args: &HookArgs) {
         .map_err(|e| e.to_string())
         .and_then(|_| serde_json::from_str::<Value>(&text).map_err(|e| e.to_string()))
     {
-        Ok(payload) => handle(args, &payload, &EdgeClient::new(&args.edge)),
+        Ok(payload) => {
+            let (edge, unread) = EdgeClient::for_caller(&args.edge, args.token_file.as_deref());
+            if let Some(e) = unread {
+                say(args.cli, &format!("{e}; asking the edge without its token"));
+            }
+            handle(args, &payload, &edge)
+        }
         Err(e) => {
             say(
                 args.cli,

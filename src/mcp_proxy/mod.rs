@@ -24,6 +24,10 @@ pub struct McpProxyArgs {
     /// The local edge.
     #[arg(long, env = "LOOPGUARD_EDGE", default_value = crate::edge::DEFAULT_URL)]
     pub edge: String,
+    /// The edge's token file (an edge started with `--token-file`): its token is sent as
+    /// `Authorization: Bearer`.
+    #[arg(long, value_name = "PATH", env = "LOOPGUARD_EDGE_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     /// The session these calls belong to (default: a new id per proxy process, which is one
     /// MCP session on stdio).
     #[arg(long, env = "LOOPGUARD_SESSION")]
@@ -86,8 +90,12 @@ pub fn run(args: McpProxyArgs) -> std::process::ExitCode {
         .clone()
         .unwrap_or_else(|| format!("mcp-{:016x}", rand::random::<u64>()));
     let (results, judged) = std::sync::mpsc::channel();
+    let (edge, unread) = EdgeClient::for_caller(&args.edge, args.token_file.as_deref());
+    if let Some(e) = unread {
+        eprintln!("loopguard mcp-proxy: {e}; asking the edge without its token");
+    }
     let proxy = Arc::new(Proxy {
-        edge: EdgeClient::new(&args.edge),
+        edge,
         args,
         session,
         out: Mutex::new(std::io::stdout()),

@@ -49,6 +49,11 @@ pub fn free_port() -> u16 {
 }
 
 pub fn start_edge(env: &Env, config: &str) -> Edge {
+    start_edge_with(env, config, &[])
+}
+
+/// `start_edge` with more flags (`--tenant`, `--token-file`, `--allow-host`).
+pub fn start_edge_with(env: &Env, config: &str, extra: &[&str]) -> Edge {
     let port = free_port();
     let log = std::fs::File::create(env.dir.path().join("edge.log")).unwrap();
     let child = Command::new(BIN)
@@ -59,6 +64,10 @@ pub fn start_edge(env: &Env, config: &str) -> Edge {
             "--listen",
             &format!("127.0.0.1:{port}"),
         ])
+        .args(extra)
+        .env_remove("LOOPGUARD_EDGE_TENANT")
+        .env_remove("LOOPGUARD_EDGE_TOKEN_FILE")
+        .env_remove("LOOPGUARD_EDGE_ALLOW_HOSTS")
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
