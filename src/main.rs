@@ -244,6 +244,7 @@ fn main() -> ExitCode {
                 Err(code) => return code,
             };
             telemetry();
+            warn_insecure(&cfg);
             run_async(loopguard::service::serve(cfg, prometheus::Registry::new()))
         }
         Command::Demo {
@@ -288,6 +289,11 @@ fn main() -> ExitCode {
                 }
             };
             telemetry();
+            warn_insecure(&cfg);
+            let client = loopguard::service::kafka::settings::base_config(&cfg);
+            if let Err(code) = refused_login(&client, &cfg.kafka.bootstrap_servers) {
+                return code;
+            }
             run_async(loopguard::edge::run(args, setup))
         }
         Command::Hook(args) => {
@@ -297,6 +303,16 @@ fn main() -> ExitCode {
         Command::McpProxy(args) => loopguard::mcp_proxy::run(args),
         Command::Loadgen(args) => {
             telemetry();
+            if !matches!(args.mode, loopguard::loadgen::Mode::Dump { .. }) {
+                let mut client = rdkafka::config::ClientConfig::new();
+                for (k, v) in args.properties.iter().filter_map(|p| p.split_once('=')) {
+                    client.set(k.trim(), v.trim());
+                }
+                client.set("bootstrap.servers", &args.bootstrap_servers);
+                if let Err(code) = refused_login(&client, &args.bootstrap_servers) {
+                    return code;
+                }
+            }
             run_async(loopguard::loadgen::run(args))
         }
         Command::Feedback {
@@ -364,13 +380,25 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::CheckConfig { file } => match load_config(Some(&file)) {
-            Ok(_) => {
-                println!("{file}: ok");
-                ExitCode::SUCCESS
+        Command::CheckConfig { file } => {
+            match config::load_explained(Some(&file), std::env::vars()) {
+                Ok((cfg, sources)) => {
+                    println!("{file}: ok");
+                    // Where each secret came from, never its value.
+                    for s in sources {
+                        println!("secret {}: from {} (value not shown)", s.setting, s.source);
+                    }
+                    for w in config::insecure_settings(&cfg.kafka_properties()) {
+                        println!("warning: {w}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("loopguard: {e}");
+                    ExitCode::from(2)
+                }
             }
-            Err(code) => code,
-        },
+        }
     }
 }
 
@@ -408,11 +436,47 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
     }
 }
 
+/// A WARN line at start for each setting that turns off what TLS protects the credentials
+/// with (host-name or certificate verification).
+fn warn_insecure(cfg: &Config) {
+    for w in config::insecure_settings(&cfg.kafka_properties()) {
+        tracing::warn!("{w}");
+    }
+}
+
+/// For commands whose own client reports an unreachable broker later (the edge, loadgen):
+/// when the broker takes connections, one login with `client`'s settings, and a refusal
+/// (credentials, SASL mechanism, TLS) ends the command with exit code 4, named.
+fn refused_login(client: &rdkafka::config::ClientConfig, servers: &str) -> Result<(), ExitCode> {
+    use loopguard::service::kafka::topics;
+    const SETTING: &str = "kafka.bootstrap_servers";
+    if servers.is_empty() || topics::reachable(servers, SETTING).is_err() {
+        return Ok(());
+    }
+    match topics::login(client, servers, SETTING) {
+        Err(e) if e.is_refused() => {
+            eprintln!("loopguard: {e}");
+            Err(ExitCode::from(e.exit_code()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// 3 when the broker could not be reached (the address and its setting are in the
-/// message), 1 for any other failure; 2 is for invalid input, before anything runs.
+/// message), 4 when it refused the login (credentials, SASL mechanism, TLS), 1 for any
+/// other failure; 2 is for invalid input, before anything runs.
 fn failure_code(e: &anyhow::Error) -> u8 {
     use loopguard::cli::topics::TopicsError;
     use loopguard::service::kafka::topics::KafkaSetupError;
+    let refused = e.chain().any(|cause| {
+        cause
+            .downcast_ref::<KafkaSetupError>()
+            .is_some_and(KafkaSetupError::is_refused)
+            || matches!(cause.downcast_ref::<TopicsError>(), Some(TopicsError::Check(k)) if k.is_refused())
+    });
+    if refused {
+        return 4;
+    }
     let unreachable = e.chain().any(|cause| {
         cause
             .downcast_ref::<KafkaSetupError>()

@@ -34,21 +34,26 @@ pub enum PolicyCliError {
 
 impl PolicyCliError {
     /// The exit code: 2 for a file that is not valid, 3 for a broker that cannot be reached,
-    /// 1 for any other failure.
+    /// 4 for a broker that refuses the login (credentials, TLS), 1 for any other failure.
     pub fn exit_code(&self) -> u8 {
         match self {
             PolicyCliError::Read { .. }
             | PolicyCliError::Invalid { .. }
             | PolicyCliError::InvalidEvent(_) => 2,
-            PolicyCliError::Setup(e) if e.is_unreachable() => 3,
+            PolicyCliError::Setup(e) => e.exit_code(),
             _ => 1,
         }
     }
 }
 
-/// The broker at `kafka.bootstrap_servers` takes connections, or the error naming it.
+/// The broker at `kafka.bootstrap_servers` takes connections and this configuration's
+/// login (SASL, TLS), or the error naming why not.
 pub fn reachable(cfg: &Config) -> Result<(), PolicyCliError> {
-    Ok(crate::service::kafka::topics::reachable(
+    use crate::service::kafka::topics;
+    topics::reachable(&cfg.kafka.bootstrap_servers, SETTING)?;
+    let client = crate::service::kafka::settings::base_config(cfg);
+    Ok(topics::login(
+        &client,
         &cfg.kafka.bootstrap_servers,
         SETTING,
     )?)

@@ -10,15 +10,17 @@ use serde_json::Value;
 /// `LOOPGUARD__KAFKA__PROPERTIES__SASL_USERNAME` sets `sasl.username`, always as text.
 /// Returns a problem when the value cannot have the setting's type.
 pub(super) fn apply_env(tree: &mut Value, key: &str, value: &str) -> Option<String> {
-    let rest = key.strip_prefix("LOOPGUARD__")?;
-    let mut path: Vec<String> = rest.split("__").map(str::to_lowercase).collect();
+    let path = env_path(key)?;
     if path.len() == 3 && path[0] == "kafka" && path[1] == "properties" {
-        path[2] = path[2].replace('_', ".");
         set_path(tree, &path, Value::String(value.to_string()));
         return None;
     }
     let current = path.iter().try_fold(&*tree, |node, k| node.get(k));
-    let wrong = |what: &str| Some(format!("{key}: `{value}` is not {what}"));
+    // A secret-looking setting's value is never shown, even a wrong one.
+    let wrong = |what: &str| match super::secrets::is_secret_key(key) {
+        true => Some(format!("{key}: the value (hidden) is not {what}")),
+        false => Some(format!("{key}: `{value}` is not {what}")),
+    };
     let typed = match current {
         Some(Value::String(_)) => Value::String(value.to_string()),
         Some(Value::Bool(_)) => match value.trim().to_ascii_lowercase().as_str() {
@@ -51,6 +53,17 @@ pub(super) fn apply_env(tree: &mut Value, key: &str, value: &str) -> Option<Stri
     };
     set_path(tree, &path, typed);
     None
+}
+
+/// The setting a `LOOPGUARD__SECTION__KEY` variable sets, as a path in the tree
+/// (`["kafka", "properties", "sasl.password"]`); `None` for other variables.
+pub(super) fn env_path(key: &str) -> Option<Vec<String>> {
+    let rest = key.strip_prefix("LOOPGUARD__")?;
+    let mut path: Vec<String> = rest.split("__").map(str::to_lowercase).collect();
+    if path.len() == 3 && path[0] == "kafka" && path[1] == "properties" {
+        path[2] = path[2].replace('_', ".");
+    }
+    Some(path)
 }
 
 fn set_path(tree: &mut Value, path: &[String], value: Value) {

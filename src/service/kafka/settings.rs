@@ -8,6 +8,7 @@
 
 use crate::config::{Config, Delivery};
 use rdkafka::config::ClientConfig;
+use rdkafka::types::RDKafkaErrorCode;
 
 /// A client: `tuning` (the guard's defaults, which `kafka.properties` override), then
 /// `kafka.properties`, then `owned` (settings `kafka.properties` cannot name).
@@ -141,6 +142,166 @@ fn state_reader(cfg: &Config, isolation: &str) -> ClientConfig {
     )
 }
 
+/// The broker refused this client's login: its credentials, its SASL mechanism, or TLS.
+/// Each names what to check (the user, never the password; the certificate's reason);
+/// exit code 4, unlike a broker that cannot be reached (3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("Kafka refused the credentials: SASL/{mechanism} authentication failed for user `{user}` at {broker} (check sasl.username / sasl.password): {reason}")]
+    Credentials {
+        mechanism: String,
+        user: String,
+        broker: String,
+        reason: String,
+    },
+    #[error("Kafka refused the SASL mechanism {mechanism} at {broker} (set sasl.mechanism to one it accepts): {reason}")]
+    Mechanism {
+        mechanism: String,
+        broker: String,
+        reason: String,
+    },
+    #[error("TLS: the broker's certificate is not trusted ({reason}) at {broker} — set ssl.ca.location to the CA that signed it")]
+    Untrusted { broker: String, reason: String },
+    #[error("TLS: the handshake with the broker at {broker} failed ({reason}) — check security.protocol and the ssl.* settings")]
+    Tls { broker: String, reason: String },
+}
+
+impl Refused {
+    /// A refusal that cannot be a broker restarting: reported at once. A disconnect during
+    /// the TLS handshake may be one, so it is reported only when nothing else answered.
+    pub fn definite(&self) -> bool {
+        !matches!(self, Refused::Tls { reason, .. } if reason.contains("PLAINTEXT broker listener"))
+    }
+}
+
+/// Who logs in (for the messages): the SASL mechanism and user, and the password (only to
+/// mask it in whatever librdkafka says).
+#[derive(Debug, Clone, Default)]
+pub struct Login {
+    mechanism: String,
+    user: String,
+    password: String,
+}
+
+impl Login {
+    pub fn of(client: &ClientConfig) -> Login {
+        let get = |k: &str| client.get(k).map(str::to_string);
+        Login {
+            mechanism: get("sasl.mechanism")
+                .or_else(|| get("sasl.mechanisms"))
+                .unwrap_or_else(|| "GSSAPI".into()),
+            user: get("sasl.username").unwrap_or_else(|| "(sasl.username not set)".into()),
+            password: get("sasl.password").unwrap_or_default(),
+        }
+    }
+
+    /// librdkafka's error (its code and reason) read as a refused login, when it is one.
+    pub fn classify(&self, code: Option<RDKafkaErrorCode>, reason: &str) -> Option<Refused> {
+        use RDKafkaErrorCode as C;
+        let mut reason = reason.trim().to_string();
+        if self.password.chars().count() >= 3 {
+            reason = reason.replace(&self.password, crate::config::secrets::MASK);
+        }
+        // `sasl_ssl://127.0.0.1:9093/bootstrap: ...`: the broker, then what happened.
+        let (broker, what) = match reason.split_once(": ") {
+            Some((b, rest)) if b.contains("://") => (b.to_string(), rest.to_string()),
+            _ => ("the broker".to_string(), reason.clone()),
+        };
+        // `(after 5ms in state AUTH_REQ, 1 identical error(s) suppressed)`: timing noise.
+        let what = match what.rfind(" (after ") {
+            Some(i) if what.ends_with(')') => what[..i].to_string(),
+            _ => what,
+        };
+        let after = |marker: &str| what.find(marker).map(|i| what[i..].to_string());
+        if let Some(r) = after("certificate verify failed") {
+            return Some(Refused::Untrusted { broker, reason: r });
+        }
+        if what.contains("mechanism handshake failed")
+            || what.contains("Unsupported SASL mechanism")
+            || code == Some(C::UnsupportedSASLMechanism)
+        {
+            return Some(Refused::Mechanism {
+                mechanism: self.mechanism.clone(),
+                broker,
+                reason: what,
+            });
+        }
+        if what.contains("SSL handshake failed") || code == Some(C::SSL) {
+            return Some(Refused::Tls {
+                broker,
+                reason: what,
+            });
+        }
+        if what.contains("SASL authentication error")
+            || matches!(code, Some(C::Authentication | C::SaslAuthenticationFailed))
+        {
+            let reason = what
+                .strip_prefix("SASL authentication error: ")
+                .unwrap_or(&what)
+                .to_string();
+            return Some(Refused::Credentials {
+                mechanism: self.mechanism.clone(),
+                user: self.user.clone(),
+                broker,
+                reason,
+            });
+        }
+        None
+    }
+}
+
+/// A client context that keeps the last refused login librdkafka reported (its error
+/// callback and its log lines), so a probe that only sees a timeout can say why.
+pub struct LoginWatch {
+    login: Login,
+    refused: std::sync::Mutex<Option<Refused>>,
+}
+
+impl LoginWatch {
+    pub fn new(client: &ClientConfig) -> LoginWatch {
+        LoginWatch {
+            login: Login::of(client),
+            refused: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The last refusal reported, if any.
+    pub fn refused(&self) -> Option<Refused> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn note(&self, code: Option<RDKafkaErrorCode>, reason: &str) -> bool {
+        match self.login.classify(code, reason) {
+            Some(r) => {
+                *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl rdkafka::ClientContext for LoginWatch {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        if !self.note(error.rdkafka_error_code(), reason) {
+            tracing::debug!("librdkafka: {error}: {reason}");
+        }
+    }
+
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as L;
+        let serious = matches!(level, L::Emerg | L::Alert | L::Critical | L::Error);
+        if !(serious && self.note(None, message)) {
+            tracing::debug!("librdkafka {fac}: {message}");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for LoginWatch {}
+
 /// A name for this instance: stable across restarts of the same pod or host, so a
 /// restarted instance fences its predecessor's transaction at once.
 pub fn instance_id() -> String {
@@ -176,6 +337,64 @@ mod tests {
             ("state reader", state_reader_config(cfg)),
             ("state probe", state_probe_config(cfg)),
         ]
+    }
+
+    /// librdkafka's words for a refused login, as its sources format them, each read as
+    /// its own refusal naming what to check; the password never repeated.
+    #[test]
+    fn refused_logins_are_told_apart() {
+        let mut c = ClientConfig::new();
+        c.set("sasl.mechanism", "SCRAM-SHA-512")
+            .set("sasl.username", "beta-runtime")
+            .set("sasl.password", "hunter2");
+        let login = Login::of(&c);
+        let b = "sasl_ssl://127.0.0.1:9093/bootstrap";
+        let r = login
+            .classify(
+                Some(RDKafkaErrorCode::Authentication),
+                &format!("{b}: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 12ms in state AUTH_REQ)"),
+            )
+            .unwrap();
+        assert_eq!(
+            r.to_string(),
+            format!("Kafka refused the credentials: SASL/SCRAM-SHA-512 authentication failed for user `beta-runtime` at {b} (check sasl.username / sasl.password): Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512")
+        );
+        let r = login
+            .classify(
+                Some(RDKafkaErrorCode::Authentication),
+                &format!("{b}: SASL SCRAM-SHA-512 mechanism handshake failed: Broker: Unsupported SASL mechanism: broker's supported mechanisms: PLAIN (after 3ms in state AUTH_HANDSHAKE)"),
+            )
+            .unwrap();
+        assert!(matches!(r, Refused::Mechanism { .. }), "{r}");
+        assert!(r.to_string().contains("supported mechanisms: PLAIN"), "{r}");
+        let r = login
+            .classify(
+                Some(RDKafkaErrorCode::SSL),
+                &format!("{b}: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package) (after 4ms in state SSL_HANDSHAKE)"),
+            )
+            .unwrap();
+        assert!(
+            r.to_string().starts_with("TLS: the broker's certificate is not trusted (certificate verify failed: broker certificate could not be verified")
+                && r.to_string().ends_with("— set ssl.ca.location to the CA that signed it"),
+            "{r}"
+        );
+        let r = login
+            .classify(None, &format!("{b}: SSL handshake failed: Disconnected: connecting to a PLAINTEXT broker listener? (after 1ms in state SSL_HANDSHAKE)"))
+            .unwrap();
+        assert!(!r.definite(), "{r}");
+        let r = login
+            .classify(
+                Some(RDKafkaErrorCode::Authentication),
+                &format!("{b}: SASL authentication error: hunter2 was wrong"),
+            )
+            .unwrap();
+        assert!(!r.to_string().contains("hunter2"), "{r}");
+        assert!(login
+            .classify(
+                Some(RDKafkaErrorCode::BrokerTransportFailure),
+                &format!("{b}: Connect to ipv4#127.0.0.1:9093 failed: Connection refused")
+            )
+            .is_none());
     }
 
     /// `kafka.properties` win over every client's tuning, the same way for all of them.

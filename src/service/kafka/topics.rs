@@ -6,8 +6,9 @@ use super::settings::base_config;
 use crate::config::Config;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -24,6 +25,9 @@ pub enum KafkaSetupError {
     },
     #[error(transparent)]
     Denied(Denied),
+    /// The broker refused the login: credentials, SASL mechanism or TLS (exit code 4).
+    #[error(transparent)]
+    Refused(super::settings::Refused),
     #[error("topic `{0}` does not exist: create the guard's topics with `loopguard topics create --partitions N` (same configuration)")]
     MissingTopic(String),
     #[error("topic `{topic}` has {found} partitions; it must match the events topic's {expected}")]
@@ -64,6 +68,65 @@ impl KafkaSetupError {
     /// True when the broker could not be reached (exit code 3, unlike an invalid input).
     pub fn is_unreachable(&self) -> bool {
         matches!(self, KafkaSetupError::Unreachable { .. })
+    }
+
+    /// True when the broker refused the login: credentials, SASL mechanism or TLS (exit
+    /// code 4: the credentials or certificates to check, not the network).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, KafkaSetupError::Refused(_))
+    }
+
+    /// The exit code this error ends a command with: 3 unreachable, 4 refused, else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            KafkaSetupError::Unreachable { .. } => 3,
+            KafkaSetupError::Refused(_) => 4,
+            _ => 1,
+        }
+    }
+}
+
+/// How long `login` waits for the broker to answer a metadata request.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Logs in to the broker with `client`'s settings (SASL, TLS) and asks for metadata, once,
+/// before any other client is made: a refused login (wrong password, a SASL mechanism the
+/// broker does not take, a certificate not trusted) is `Refused`, named from what
+/// librdkafka reported (which its requests only show as timeouts); a broker that does not
+/// answer within 10 s is `Unreachable` (`naming`). Blocking; one round trip when it works.
+pub fn login(
+    client: &ClientConfig,
+    servers: &str,
+    setting: &'static str,
+) -> Result<(), KafkaSetupError> {
+    use super::settings::LoginWatch;
+    let probe: BaseConsumer<LoginWatch> = client.create_with_context(LoginWatch::new(client))?;
+    let deadline = Instant::now() + LOGIN_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let err = match probe.fetch_metadata(None, left.min(Duration::from_secs(1))) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        // Serve the error events: each goes through `LoginWatch::error`.
+        for _ in 0..100 {
+            if probe.poll(Duration::ZERO).is_none() {
+                break;
+            }
+        }
+        let refused = probe.context().refused().or_else(|| {
+            let code = err.rdkafka_error_code();
+            super::settings::Login::of(client).classify(code, &err.to_string())
+        });
+        match refused {
+            Some(r) if r.definite() || Instant::now() >= deadline => {
+                return Err(KafkaSetupError::Refused(r))
+            }
+            _ if Instant::now() >= deadline => {
+                return Err(KafkaSetupError::Client(err).naming(servers, setting))
+            }
+            _ => {}
+        }
     }
 }
 
@@ -168,6 +231,14 @@ pub async fn ensure_topics(
                 why: format!("the check did not finish: {e}"),
             })
         })?;
+    let (client, servers) = (base_config(cfg), cfg.kafka.bootstrap_servers.clone());
+    tokio::task::spawn_blocking(move || login(&client, &servers, "kafka.bootstrap_servers"))
+        .await
+        .map_err(|e| KafkaSetupError::Unreachable {
+            servers: cfg.kafka.bootstrap_servers.clone(),
+            setting: "kafka.bootstrap_servers",
+            why: format!("the check did not finish: {e}"),
+        })??;
     let probe: BaseConsumer = base_config(cfg).create()?;
     let admin: AdminClient<DefaultClientContext> = base_config(cfg).create()?;
     let k = &cfg.kafka;
