@@ -1,6 +1,6 @@
 //! docs/edge.md as a reader uses it, against a real broker, guard and edge: each CLI's
 //! settings snippet runs its hook on every event it registers, the Codex TOML, the MCP
-//! client entry, the curl example's answer.
+//! client entry, each curl example's answer (the token file's against an edge with one).
 // The test holds the SERIAL lock across its awaits on purpose (see `serial`).
 #![allow(clippy::await_holding_lock)]
 
@@ -74,7 +74,17 @@ async fn every_block_of_docs_edge_md_works_as_written() {
         return;
     }
     let _one_at_a_time = serial();
-    let (_env, _guard, edge) = guarded_env("edge-doc", "").await;
+    let (env, _guard, edge) = guarded_env("edge-doc", "").await;
+    // The shared-host example's edge: its token file where the doc puts it, in a HOME of
+    // the test's own.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".config/loopguard")).unwrap();
+    let token_file = home.path().join(".config/loopguard/edge.token");
+    let token_edge = start_edge_with(
+        &env,
+        &env.config(""),
+        &["--token-file", token_file.to_str().unwrap()],
+    );
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/edge.md")).unwrap();
     let mut seen = Vec::new();
@@ -141,15 +151,27 @@ async fn every_block_of_docs_edge_md_works_as_written() {
                     if !line.starts_with("curl ") {
                         continue;
                     }
-                    let host = edge.url.trim_start_matches("http://");
-                    let out = Command::new("sh")
-                        .args(["-c", &line.replace("127.0.0.1:9465", host)])
-                        .output()
-                        .unwrap();
-                    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+                    // A line that sends the token runs against the edge with a token file,
+                    // and is refused without it.
+                    let with_token = line.contains("authorization: Bearer");
+                    let target = if with_token { &token_edge } else { &edge };
+                    let run = |home: &std::path::Path| {
+                        let host = target.url.trim_start_matches("http://");
+                        let out = Command::new("sh")
+                            .args(["-c", &line.replace("127.0.0.1:9465", host)])
+                            .env("HOME", home)
+                            .output()
+                            .unwrap();
+                        serde_json::from_slice::<Value>(&out.stdout)
+                            .unwrap_or_else(|e| panic!("{e}: {line}"))
+                    };
                     let want: Value =
                         serde_json::from_str(lines[i + 1].trim_start_matches("# ")).unwrap();
-                    assert_eq!(got, want, "{line}");
+                    assert_eq!(run(home.path()), want, "{line}");
+                    if with_token {
+                        let elsewhere = tempfile::tempdir().unwrap();
+                        assert_eq!(run(elsewhere.path())["reason"], "token", "{line}");
+                    }
                     seen.push("curl".to_string());
                 }
             }
@@ -157,5 +179,16 @@ async fn every_block_of_docs_edge_md_works_as_written() {
         }
     }
     seen.sort();
-    assert_eq!(seen, ["claude-code", "codex", "curl", "gemini", "mcp"]);
+    assert_eq!(
+        seen,
+        [
+            "claude-code",
+            "codex",
+            "curl",
+            "curl",
+            "curl",
+            "gemini",
+            "mcp"
+        ]
+    );
 }
