@@ -4,12 +4,18 @@
 # binaries log in with PLAIN, the clients with SCRAM, docs/decisions.md (gg)),
 # StandardAuthorizer and no ACL but the ones `loopguard topics acls` prints, applied as
 # printed. Then, each as its own principal:
-#   - the operator creates the topics (two tenants' verdicts topics too) and publishes a
-#     policy version;
-#   - the guard starts with tenant isolation on and gets ready;
-#   - tenant acme's and tenant beta's runtimes publish a fleet of sessions; the verdicts
-#     read read_committed from both tenants' topics are `loopguard replay`'s (none lost,
-#     none doubled), each topic holds its own tenant's sessions only, and has markers;
+#   - the operator creates the topics (two tenants' own events, verdicts and state topics
+#     too) and publishes a policy version;
+#   - the guard starts with tenants from the writer (kafka.events_topic_template) and gets
+#     ready;
+#   - tenant acme's and tenant beta's runtimes publish a fleet of sessions, each to its own
+#     events topic; the verdicts read read_committed from both tenants' topics are
+#     `loopguard replay`'s (none lost, none doubled), each topic holds its own tenant's
+#     sessions only, and has markers;
+#   - a hostile tenant: beta's runtime, with exactly its printed ACLs, tries to forge a
+#     block and an abort of acme's sessions, end one, squat its event ids, flood the
+#     partition's session cap, and write to the shared and to acme's events topics; acme's
+#     loop is still blocked on its 3rd call, nothing of beta's reaches acme's verdicts;
 #   - a malformed event is dead-lettered and read by the dead-letter reader's principal;
 #   - the edge and the Claude Code hook path, as acme's runtime, get a verdict;
 #   - beta's runtime is refused acme's topic: its edge fails open, saying why once;
@@ -63,12 +69,16 @@ config_for() {
     echo "[kafka]"
     echo "bootstrap_servers = \"$B\""
     echo "verdicts_topic_template = \"agent-verdicts.{tenant}\""
+    echo "events_topic_template = \"agent-events.{tenant}\""
     echo "[kafka.properties]"
     # PLAIN over TLS: the service's librdkafka (2.3) cannot log in with SCRAM to a Kafka 4
     # broker (docs/decisions.md (gg)); the clients' check below uses SCRAM-SHA-512.
     grep -v '^bootstrap.servers=' "$clients/$1.plain.properties" | sed -E 's/^([^=]+)=(.*)$/"\1" = "\2"/'
     echo "[admin]"
     echo "listen = \"127.0.0.1:$admin_port\""
+    # A small session cap per partition, so a tenant's flood reaches it in this test.
+    echo "[engine]"
+    echo "max_sessions_per_partition = 60"
   } >"$work/$1.toml"
 }
 for u in guard runtime runtime-b operator admin dlq-reader; do config_for "$u"; done
@@ -144,14 +154,17 @@ with open(src) as f, open(f"{work}/events.jsonl", "w") as all_events:
         all_events.write(text + "\n")
         out[tenant].write(f"{e['session_id']}\t{text}\n")
 EOF
-produce_as() {
-  java_tool org.apache.kafka.tools.ConsoleProducer --bootstrap-server "$B" --topic agent-events \
+produce_to() { # principal, file, topic: a keyed line per record
+  timeout 120 java_tool org.apache.kafka.tools.ConsoleProducer --bootstrap-server "$B" --topic "$3" \
     --producer.config "$clients/$1.java.properties" --property parse.key=true \
-    --property key.separator=$'\t' <"$2" >"$work/produce-$1.log" 2>&1
+    --property key.separator=$'\t' <"$2" >"$work/produce-$1.log" 2>&1 || true
+}
+produce_as() { # principal, file, tenant: to the tenant's own events topic
+  produce_to "$1" "$2" "agent-events.$3"
   ! grep -qi 'exception\|error' "$work/produce-$1.log" || die "producing as $1: $(head -n 5 "$work/produce-$1.log")"
 }
-produce_as runtime "$work/acme.txt"
-produce_as runtime-b "$work/beta.txt"
+produce_as runtime "$work/acme.txt" acme
+produce_as runtime-b "$work/beta.txt" beta
 total=$(wc -l <"$work/events.jsonl")
 consumed() {
   curl -s "127.0.0.1:$admin_port/metrics" | awk '/^loopguard_events_consumed_total/ {s += $2} END {print s + 0}'
@@ -196,10 +209,101 @@ for t in ("acme", "beta"):
     print(f"secured-test: agent-verdicts.{t}: {verdicts} verdicts of its own sessions, {markers} markers")
 EOF
 
+# ---- A hostile tenant. acme's session acme-loop makes the same call twice; then beta's
+# runtime, with exactly the ACLs printed for it, tries everything the shared layout let it
+# do (issue 44); then acme's third same call must be blocked, as with no beta at all.
+ev() { # session, event id, n (time), type, more fields: a keyed line
+  printf '%s\t{"v":1,"event_id":"%s","session_id":"%s","ts":%s,"type":"%s"%s}\n' \
+    "$1" "$2" "$1" "$((1767225600000 + $3 * 1000))" "$4" "$5"
+}
+same_call() { # session, n, more fields: the same command again (acme's ids are predictable)
+  ev "$1" "$1-call-$2" "$2" tool_call ",\"turn_id\":\"t$2\",\"call_id\":\"c$2\",\"tool\":\"bash\",\"args\":{\"cmd\":\"make test\"}$3"
+}
+metric() { curl -s "127.0.0.1:$admin_port/metrics" | awk -v m="$1" 'index($0, m) == 1 {s += $NF} END {print s + 0}'; }
+wait_metric() { # metric prefix, at least
+  local t0=$SECONDS
+  until [ "$(metric "$1")" -ge "$2" ]; do
+    ((SECONDS - t0 < 90)) || die "$1 is $(metric "$1"), expected >= $2"
+    sleep 0.5
+  done
+}
+judged0=$(consumed)
+{
+  ev acme-loop acme-loop-ask 1 user_message ',"text":"make the tests pass"'
+  same_call acme-loop 1
+  same_call acme-loop 2
+} >"$work/acme-loop-1.txt"
+produce_as runtime "$work/acme-loop-1.txt" acme
+wait_metric loopguard_events_consumed_total $((judged0 + 3))
+# beta writes where its ACLs do not reach: the shared events topic and acme's own.
+same_call acme-loop 3 ',"tenant":"acme"' >"$work/beta-elsewhere.txt"
+for topic in agent-events agent-events.acme; do
+  produce_to runtime-b "$work/beta-elsewhere.txt" "$topic"
+  grep -q 'TopicAuthorization\|not authorized' "$work/produce-runtime-b.log" ||
+    die "beta's runtime wrote to $topic: $(head -n 3 "$work/produce-runtime-b.log")"
+done
+# beta on its own topic: everything naming acme, then acme's ids and sessions unnamed.
+{
+  for n in 1 2 3; do same_call acme-victim "$n" ',"tenant":"acme"'; done # a forged block
+  ev acme-victim acme-victim-ask 3 user_message ',"tenant":"acme","text":"go","limits":{"max_tool_rounds":1}'
+  same_call acme-victim 4 ',"tenant":"acme"' # a forged abort: a one-round budget, two rounds
+  same_call acme-victim 5 ',"tenant":"acme"'
+  ev acme-loop acme-loop-end 2 session_end ',"tenant":"acme"' # end acme's session
+} >"$work/beta-named.txt"
+named=$(wc -l <"$work/beta-named.txt")
+{
+  ev acme-loop acme-loop-end-b 2 session_end ',"tenant":"beta"' # end it, as beta
+  ev acme-loop acme-loop-end-n 2 session_end ''                 # end it, unnamed
+  same_call acme-loop 3 ''                                      # squat acme's next event id
+  for n in 1 2 3; do same_call acme-forged "$n" ''; done        # beta's own loop
+  for i in $(seq 1 300); do ev "beta-flood-$i" "beta-flood-$i-ask" 3 user_message ',"text":"hi"'; done
+} >"$work/beta-unnamed.txt"
+unnamed=$(wc -l <"$work/beta-unnamed.txt")
+mismatch0=$(metric 'loopguard_dead_letter_total{reason="tenant_mismatch"}')
+judged1=$(consumed)
+cat "$work/beta-named.txt" "$work/beta-unnamed.txt" >"$work/beta-attack.txt"
+produce_as runtime-b "$work/beta-attack.txt" beta
+wait_metric loopguard_events_consumed_total $((judged1 + unnamed))
+wait_metric 'loopguard_dead_letter_total{reason="tenant_mismatch"}' $((mismatch0 + named))
+[ "$(metric 'loopguard_session_evictions_total{reason="capacity"}')" -gt 0 ] ||
+  die "beta's flood of 300 sessions did not reach the session cap"
+# acme's third same call: blocked, as if beta had done nothing.
+same_call acme-loop 3 >"$work/acme-loop-3.txt"
+produce_as runtime "$work/acme-loop-3.txt" acme
+t0=$SECONDS
+until grep -q '"event_id":"acme-loop-call-3".*"action":"block"' "$work/acme-after.dump" 2>/dev/null; do
+  ((SECONDS - t0 < 60)) || die "acme's third same call was not blocked: $(grep acme-loop "$work/acme-after.dump" | head -n 3)"
+  read_topic agent-verdicts.acme admin "$work/acme-after.dump"
+done
+read_topic agent-verdicts.beta admin "$work/beta-after.dump"
+python3 - "$work" <<'PY' >&2
+import json, sys
+work = sys.argv[1]
+def verdicts(path):
+    for line in open(path):
+        part, headers, key, value = line.rstrip("\n").split("\t", 3)
+        if "loopguard-kind:judged" not in headers:
+            yield key, json.loads(value)
+acme = list(verdicts(f"{work}/acme-after.dump"))
+loop = [(v["event_id"], v["action"]) for k, v in acme if k == "acme-loop"]
+if loop != [("acme-loop-call-3", "block")]:
+    sys.exit(f"acme-loop's verdicts: {loop}")
+foreign = [k for k, v in acme if k.startswith(("acme-victim", "acme-forged", "beta-flood")) or v.get("tenant") != "acme"]
+if foreign:
+    sys.exit(f"agent-verdicts.acme holds beta's doing: {foreign[:5]}")
+beta = list(verdicts(f"{work}/beta-after.dump"))
+forged = [(v["action"], v.get("tenant")) for k, v in beta if k == "acme-forged"]
+if forged != [("block", "beta")]:
+    sys.exit(f"beta's own loop on its topic (a session named like acme's): {forged}")
+if any(k == "acme-victim" for k, v in beta):
+    sys.exit("an event naming tenant acme on beta's topic was judged")
+print(f"secured-test: hostile tenant: acme-loop blocked on its 3rd call; {len(acme)} verdicts in agent-verdicts.acme, none of beta's; beta's forgeries dead-lettered or judged as beta's own")
+PY
+
 # ---- A malformed event (as acme's runtime) is dead-lettered; the dead-letter reader reads
 # it with its own group, its reason in the headers.
 printf 'dlq-s1\t{"v":1,"event_id":"bad-1","session_id":"dlq-s1","tenant":"acme"\n' >"$work/bad.txt"
-produce_as runtime "$work/bad.txt"
+produce_as runtime "$work/bad.txt" acme
 t0=$SECONDS
 : >"$work/dlq.dump"
 until grep -q 'loopguard-error-reason:invalid_json' "$work/dlq.dump"; do
@@ -208,7 +312,9 @@ until grep -q 'loopguard-error-reason:invalid_json' "$work/dlq.dump"; do
     --consumer.config "$clients/dlq-reader.java.properties" --group loopguard-dlq-reader --from-beginning \
     --timeout-ms 5000 --property print.headers=true >"$work/dlq.dump" 2>"$work/dlq.dump.log" || true
 done
-say "dead letters: the malformed event is in agent-events-dlq, read by User:dlq-reader with its group"
+grep -q 'loopguard-error-reason:tenant_mismatch' "$work/dlq.dump" ||
+  die "no dead letter with reason tenant_mismatch for beta's events naming acme"
+say "dead letters: the malformed event and beta's events naming acme are in agent-events-dlq, read by User:dlq-reader with its group"
 
 # ---- The edge and the hook path, as acme's runtime; beta's runtime on acme's topic.
 edge_port=$((port + 101))
@@ -255,6 +361,14 @@ for n in 1 2 3 4; do
   answer=$(curl -s "127.0.0.1:$edge_port/v1/check?deadline_ms=5000" -H 'content-type: application/json' \
     -d "$(call "$n" | sed 's/"acme"/"beta"/; s/edge-s1/edge-b1/g')")
 done
+# beta's edge, asked for acme (an event naming it, a web page, a rebinding Host): refused.
+code() { curl -s -o "$work/edge-refused.out" -w '%{http_code}' "$@"; }
+[ "$(code "127.0.0.1:$edge_port/v1/events" -H 'content-type: application/json' -d "$(call 20)")" = 400 ] &&
+  grep -q tenant "$work/edge-refused.out" || die "beta's edge took an event naming acme: $(cat "$work/edge-refused.out")"
+[ "$(code "127.0.0.1:$edge_port/v1/events" -H 'content-type: text/plain' -H 'origin: http://127.0.0.1:8000' \
+  -d "$(call 21 | sed 's/"acme"/"beta"/')")" = 403 ] || die "beta's edge took a browser's request: $(cat "$work/edge-refused.out")"
+c=$(code "127.0.0.1:$edge_port/v1/sessions/edge-b1/verdicts" -H 'host: rebound.example:8080' --max-time 3)
+case $c in 4??) ;; *) die "beta's edge served a foreign Host: $c" ;; esac
 stop_edge
 echo "$answer" | grep -q '"answer":"verdict"' || die "beta's own flow: no verdict: $answer"
 say "beta's runtime: its own flow works"

@@ -27,9 +27,62 @@ pub struct AclArgs {
     /// The consumer group the dead-letter reader uses.
     #[arg(long, default_value = "loopguard-dlq-reader")]
     pub dlq_group: String,
-    /// `table` (for people) or `kafka-acls` (one command per binding, to run as an admin).
+    /// `table` (for people), `kafka-acls` (one command per binding, to run as an admin) or
+    /// `kafka-quotas` (one `kafka-configs` command per runtime principal).
     #[arg(long, default_value = "table")]
     pub format: String,
+    /// Each runtime principal's produce quota (bytes/s, Kafka's `producer_byte_rate`):
+    /// one tenant's flood is throttled by the broker before it reaches the guard.
+    #[arg(long, default_value_t = 1_048_576)]
+    pub producer_byte_rate: u64,
+    /// Each runtime principal's consume quota (bytes/s, `consumer_byte_rate`).
+    #[arg(long, default_value_t = 2_097_152)]
+    pub consumer_byte_rate: u64,
+    /// Each runtime principal's share of a broker's request threads (percent of one
+    /// thread, `request_percentage`).
+    #[arg(long, default_value_t = 25)]
+    pub request_percentage: u32,
+}
+
+/// One principal's quotas (Kafka's per-user client quotas).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    /// The user name (a quota is set on `--entity-type users`).
+    pub user: String,
+    pub producer_byte_rate: u64,
+    pub consumer_byte_rate: u64,
+    pub request_percentage: u32,
+}
+
+/// The quotas of every runtime principal (tenants' and the shared topic's): a principal's
+/// flood is throttled by the brokers, whichever topic it writes.
+pub fn quotas(args: &AclArgs) -> Result<Vec<Quota>, AclError> {
+    let mut out = Vec::new();
+    let who = args.runtime.iter().cloned().chain(
+        args.tenant_runtime
+            .iter()
+            .map(|t| t.split_once('=').map_or(t.clone(), |(_, p)| p.to_string())),
+    );
+    for p in who {
+        let p = principal(&p)?;
+        let user = p.split_once(':').map_or(p.clone(), |(_, n)| n.to_string());
+        out.push(Quota {
+            user,
+            producer_byte_rate: args.producer_byte_rate,
+            consumer_byte_rate: args.consumer_byte_rate,
+            request_percentage: args.request_percentage,
+        });
+    }
+    Ok(out)
+}
+
+impl Quota {
+    fn configs(&self) -> String {
+        format!(
+            "producer_byte_rate={},consumer_byte_rate={},request_percentage={}",
+            self.producer_byte_rate, self.consumer_byte_rate, self.request_percentage
+        )
+    }
 }
 
 /// One ACL binding: allow `principal` `operation` on a resource.
@@ -108,6 +161,33 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
                 "writes each tenant's verdicts and markers",
             );
         }
+        if let Some(prefix) = k.tenant_events_prefix() {
+            add(
+                &g,
+                "topic",
+                &prefix,
+                "prefixed",
+                "Read",
+                "consumes each tenant's own events topic",
+            );
+            let state = format!("{}.", k.state_topic);
+            add(
+                &g,
+                "topic",
+                &state,
+                "prefixed",
+                "Read",
+                "restores each tenant's sessions",
+            );
+            add(
+                &g,
+                "topic",
+                &state,
+                "prefixed",
+                "Write",
+                "checkpoints each tenant's sessions",
+            );
+        }
         add(
             &g,
             "topic",
@@ -157,13 +237,16 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
             "exactly-once: one transactional id per stream thread",
         );
     }
-    // A runtime (client, edge, hooks) publishes events and reads one verdicts topic.
+    // A runtime (client, edge, hooks) publishes events to one topic and reads one verdicts
+    // topic.
     let mut runtimes = Vec::new();
     for r in &args.runtime {
         runtimes.push((
             principal(r)?,
+            k.events_topic.clone(),
             k.verdicts_topic.clone(),
             "reads verdicts and markers",
+            None,
         ));
     }
     for t in &args.tenant_runtime {
@@ -177,21 +260,27 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
         let topic = k
             .verdicts_topic_for(Some(tenant))
             .ok_or_else(|| AclError::TenantRuntime(t.clone()))?;
+        // Tenants from the writer: its own events topic, Write granted to it alone.
+        let events = match k.tenants_from_topics() {
+            true => k
+                .events_topic_for(tenant)
+                .ok_or_else(|| AclError::TenantRuntime(t.clone()))?,
+            false => k.events_topic.clone(),
+        };
         runtimes.push((
             principal(who)?,
+            events,
             topic,
             "reads its own tenant's verdicts and markers",
+            Some(tenant.to_string()),
         ));
     }
-    for (who, verdicts, why) in &runtimes {
-        add(
-            who,
-            "topic",
-            &k.events_topic,
-            "literal",
-            "Write",
-            "publishes its agents' events",
-        );
+    for (who, events, verdicts, why, tenant) in &runtimes {
+        let publishes = match (tenant, k.tenants_from_topics()) {
+            (Some(_), true) => "publishes its agents' events to its own tenant's topic (the guard takes the tenant from it)",
+            _ => "publishes its agents' events",
+        };
+        add(who, "topic", events, "literal", "Write", publishes);
         add(who, "topic", verdicts, "literal", "Read", why);
     }
     if let Some(o) = &args.operator {
@@ -220,11 +309,17 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
                 "`loopguard topics create` checks partitions",
             );
         }
-        if let Some(prefix) = k.tenant_topic_prefix() {
+        let state = format!("{}.", k.state_topic);
+        let tenant_prefixes = [
+            k.tenant_topic_prefix(),
+            k.tenant_events_prefix(),
+            k.tenants_from_topics().then_some(state),
+        ];
+        for prefix in tenant_prefixes.iter().flatten() {
             add(
                 &o,
                 "topic",
-                &prefix,
+                prefix,
                 "prefixed",
                 "Create",
                 "`loopguard topics create --tenant`",
@@ -232,7 +327,7 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
             add(
                 &o,
                 "topic",
-                &prefix,
+                prefix,
                 "prefixed",
                 "Describe",
                 "`loopguard topics create --tenant`",
@@ -262,6 +357,16 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
             "Write",
             "`loopguard feedback` (a verdict judged right or wrong)",
         );
+        if let Some(prefix) = k.tenant_events_prefix() {
+            add(
+                &o,
+                "topic",
+                &prefix,
+                "prefixed",
+                "Write",
+                "`loopguard feedback --tenant` (on that tenant's events topic)",
+            );
+        }
     }
     if let Some(d) = &args.dlq_reader {
         let d = principal(d)?;
@@ -287,7 +392,7 @@ pub fn plan(cfg: &Config, args: &AclArgs) -> Result<Vec<Acl>, AclError> {
 
 /// The bindings as `args.format` asks: a table, or one `kafka-acls` command per binding
 /// (`BOOTSTRAP` and `ADMIN_CONFIG` left for the admin to fill in).
-pub fn render(acls: &[Acl], format: &str) -> Result<String, AclError> {
+pub fn render(acls: &[Acl], quotas: &[Quota], format: &str) -> Result<String, AclError> {
     let mut s = String::new();
     match format {
         "table" => {
@@ -296,6 +401,21 @@ pub fn render(acls: &[Acl], format: &str) -> Result<String, AclError> {
                 s.push_str(&format!(
                     "{}\t{}\t{}\t{}\t{}\t{}\n",
                     a.principal, a.resource, a.name, a.pattern, a.operation, a.why
+                ));
+            }
+            if !quotas.is_empty() {
+                s.push_str("\nuser\tquotas (--format kafka-quotas prints the commands)\n");
+                for q in quotas {
+                    s.push_str(&format!("{}\t{}\n", q.user, q.configs()));
+                }
+            }
+        }
+        "kafka-quotas" => {
+            for q in quotas {
+                s.push_str(&format!(
+                    "kafka-configs.sh --bootstrap-server \"$BOOTSTRAP\" --command-config \"$ADMIN_CONFIG\" --alter --add-config {} --entity-type users --entity-name {}\n",
+                    q.configs(),
+                    q.user
                 ));
             }
         }
@@ -363,12 +483,56 @@ mod tests {
     }
 
     #[test]
+    fn with_tenants_from_the_writer_each_runtime_writes_its_own_events_topic_only() {
+        let c = cfg("[kafka]\nverdicts_topic_template = \"agent-verdicts.{tenant}\"\nevents_topic_template = \"agent-events.{tenant}\"\n");
+        let args = AclArgs {
+            guard: Some("User:guard".into()),
+            tenant_runtime: vec!["acme=User:acme".into(), "beta=User:beta".into()],
+            operator: Some("User:ops".into()),
+            ..Default::default()
+        };
+        let acls = plan(&c, &args).unwrap();
+        let of = |who: &str| -> Vec<(String, &str, &str)> {
+            acls.iter()
+                .filter(|a| a.principal == who)
+                .map(|a| (a.name.clone(), a.pattern, a.operation))
+                .collect()
+        };
+        assert_eq!(
+            of("User:beta"),
+            [
+                ("agent-events.beta".to_string(), "literal", "Write"),
+                ("agent-verdicts.beta".to_string(), "literal", "Read")
+            ]
+        );
+        let guard = of("User:guard");
+        for want in [
+            ("agent-events.".to_string(), "prefixed", "Read"),
+            ("loopguard-state.".to_string(), "prefixed", "Read"),
+            ("loopguard-state.".to_string(), "prefixed", "Write"),
+        ] {
+            assert!(guard.contains(&want), "{want:?} in {guard:?}");
+        }
+        assert!(of("User:ops").contains(&("agent-events.".to_string(), "prefixed", "Create")));
+        let q = quotas(&args).unwrap();
+        assert_eq!(
+            q.iter().map(|q| q.user.as_str()).collect::<Vec<_>>(),
+            ["acme", "beta"]
+        );
+        let out = render(&acls, &q, "kafka-quotas").unwrap();
+        assert!(out.contains("--alter --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152,request_percentage=25 --entity-type users --entity-name beta"), "{out}");
+        assert!(render(&acls, &q, "table")
+            .unwrap()
+            .contains("\nbeta\tproducer_byte_rate="));
+    }
+
+    #[test]
     fn commands_name_each_binding() {
         let args = AclArgs {
             dlq_reader: Some("User:ops".into()),
             ..Default::default()
         };
-        let out = render(&plan(&cfg(""), &args).unwrap(), "kafka-acls").unwrap();
+        let out = render(&plan(&cfg(""), &args).unwrap(), &[], "kafka-acls").unwrap();
         assert!(out.contains("--allow-principal User:ops --operation Read --topic agent-events-dlq --resource-pattern-type literal"), "{out}");
         assert!(plan(
             &cfg(""),

@@ -199,6 +199,14 @@ impl KafkaConfig {
         }
     }
 
+    /// What every tenant's own events topic starts with (for prefixed ACLs), with
+    /// `events_topic_template`.
+    pub fn tenant_events_prefix(&self) -> Option<String> {
+        self.events_topic_template
+            .split_once(TENANT)
+            .map(|(prefix, _)| prefix.to_string())
+    }
+
     /// True when tenants are taken from the topic they write to.
     pub fn tenants_from_topics(&self) -> bool {
         !self.events_topic_template.is_empty()

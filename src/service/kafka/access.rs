@@ -74,6 +74,29 @@ fn needs(cfg: &Config) -> Vec<(&str, &'static [(&'static str, i32)])> {
     ]
 }
 
+/// With tenants from the writer, the topics of every tenant on the broker: its own events
+/// topic read, its state topic read and written (the guard's prefixed ACLs, checked on
+/// the topics they must cover).
+fn tenant_needs(
+    cfg: &Config,
+    probe: &BaseConsumer,
+) -> Result<Vec<(String, &'static [(&'static str, i32)])>, KafkaError> {
+    const READ: &[(&str, i32)] = &[("Read", OP_READ)];
+    const BOTH: &[(&str, i32)] = &[("Read", OP_READ), ("Write", OP_WRITE)];
+    if !cfg.kafka.tenants_from_topics() {
+        return Ok(Vec::new());
+    }
+    let found = crate::service::stream::lanes::discover(cfg, probe)?;
+    let mut out = Vec::new();
+    for t in found.ready {
+        if let Some(events) = cfg.kafka.events_topic_for(&t) {
+            out.push((events, READ));
+            out.push((cfg.kafka.state_topic_for(Some(&t)), BOTH));
+        }
+    }
+    Ok(out)
+}
+
 /// Asks the broker what this guard may do and names everything it may not. Blocking
 /// (a few requests; up to `TIMEOUT` each against a broker that does not answer).
 pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
@@ -82,8 +105,12 @@ pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
     let probe: BaseConsumer = crate::service::kafka::settings::base_config(cfg)
         .create()
         .map_err(unknown)?;
-    let needs = needs(cfg);
-    let names: Vec<&str> = needs.iter().map(|(t, _)| *t).collect();
+    let mut needs: Vec<(String, &'static [(&'static str, i32)])> = needs(cfg)
+        .into_iter()
+        .map(|(t, ops)| (t.to_string(), ops))
+        .collect();
+    needs.extend(tenant_needs(cfg, &probe).map_err(unknown)?);
+    let names: Vec<&str> = needs.iter().map(|(t, _)| t.as_str()).collect();
     let described = describe_topics(probe.client(), &names).map_err(AccessError::Unknown)?;
     for ((topic, ops), (_, allowed)) in needs.iter().zip(described) {
         let resource = format!("Topic:{topic}");
@@ -112,7 +139,13 @@ pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
     }
     // Tenants' verdicts topics come and go: the prefix they share is checked with a name
     // no topic has (a principal may describe it only when the prefix grants it something).
-    if let Some(prefix) = cfg.kafka.tenant_topic_prefix() {
+    // So are tenants' own events topics (with `events_topic_template`): one the guard may
+    // not even describe is not listed to it, so its prefix is probed the same way.
+    let prefixes = [
+        cfg.kafka.tenant_topic_prefix().map(|p| (p, "Write")),
+        cfg.kafka.tenant_events_prefix().map(|p| (p, "Read")),
+    ];
+    for (prefix, operation) in prefixes.into_iter().flatten() {
         let probe_topic = format!("{prefix}loopguard-access-check");
         let found =
             describe_topics(probe.client(), &[&probe_topic]).map_err(AccessError::Unknown)?;
@@ -122,7 +155,7 @@ pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
         ) {
             denied.push(Denied {
                 resource: format!("Topic:{prefix}* (prefixed)"),
-                operation: "Write",
+                operation,
             });
         }
     }
