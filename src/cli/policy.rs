@@ -73,8 +73,10 @@ pub fn read_file(path: &str) -> Result<Value, PolicyCliError> {
     let value: Value = if path.ends_with(".json") {
         serde_json::from_str(&text).map_err(|e| read(e.to_string()))?
     } else {
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| read(e.message().to_string()))?;
+        // Where, and the parser's words: never the line itself (a configuration's holds
+        // secrets).
+        let table: toml::Table = toml::from_str(&text)
+            .map_err(|e| read(crate::config::secrets::describe_toml_error(&text, &e)))?;
         serde_json::to_value(table).map_err(|e| read(e.to_string()))?
     };
     Ok(match value {

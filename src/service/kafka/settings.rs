@@ -160,7 +160,7 @@ pub enum Refused {
         broker: String,
         reason: String,
     },
-    #[error("TLS: the broker's certificate is not trusted ({reason}) at {broker} — set ssl.ca.location to the CA that signed it")]
+    #[error("TLS: the broker's certificate is not trusted ({reason}) — set ssl.ca.location to the CA that signed it (broker {broker})")]
     Untrusted { broker: String, reason: String },
     #[error("TLS: the handshake with the broker at {broker} failed ({reason}) — check security.protocol and the ssl.* settings")]
     Tls { broker: String, reason: String },
@@ -202,7 +202,13 @@ impl Login {
         if self.password.chars().count() >= 3 {
             reason = reason.replace(&self.password, crate::config::secrets::MASK);
         }
+        // `[thrd:sasl_ssl://127.0.0.1:9093/bootstrap]: ` (a log line's thread), then
         // `sasl_ssl://127.0.0.1:9093/bootstrap: ...`: the broker, then what happened.
+        if reason.starts_with("[thrd:") {
+            if let Some((_, rest)) = reason.split_once("]: ") {
+                reason = rest.to_string();
+            }
+        }
         let (broker, what) = match reason.split_once(": ") {
             Some((b, rest)) if b.contains("://") => (b.to_string(), rest.to_string()),
             _ => ("the broker".to_string(), reason.clone()),
@@ -213,7 +219,11 @@ impl Login {
             _ => what,
         };
         let after = |marker: &str| what.find(marker).map(|i| what[i..].to_string());
-        if let Some(r) = after("certificate verify failed") {
+        if let Some(mut r) = after("certificate verify failed") {
+            // librdkafka's own hint: the message gives it, in the guard's words.
+            if let Some(i) = r.find(", verify that ssl.ca.location") {
+                r.truncate(i);
+            }
             return Some(Refused::Untrusted { broker, reason: r });
         }
         if what.contains("mechanism handshake failed")
@@ -373,10 +383,18 @@ mod tests {
                 &format!("{b}: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package) (after 4ms in state SSL_HANDSHAKE)"),
             )
             .unwrap();
+        assert_eq!(
+            r.to_string(),
+            format!("TLS: the broker's certificate is not trusted (certificate verify failed: broker certificate could not be verified) — set ssl.ca.location to the CA that signed it (broker {b})")
+        );
+        let logged = format!("[thrd:{b}]: {b}: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed (after 4ms in state SSL_HANDSHAKE)");
         assert!(
-            r.to_string().starts_with("TLS: the broker's certificate is not trusted (certificate verify failed: broker certificate could not be verified")
-                && r.to_string().ends_with("— set ssl.ca.location to the CA that signed it"),
-            "{r}"
+            login
+                .classify(None, &logged)
+                .unwrap()
+                .to_string()
+                .ends_with(&format!("(broker {b})")),
+            "{logged}"
         );
         let r = login
             .classify(None, &format!("{b}: SSL handshake failed: Disconnected: connecting to a PLAINTEXT broker listener? (after 1ms in state SSL_HANDSHAKE)"))
