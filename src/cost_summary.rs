@@ -52,7 +52,7 @@ pub struct CostSummary {
     pub steers: BTreeMap<Rule, SteerTally>,
     /// Feedback on verdicts, per rule: (useful, not useful).
     pub feedback: BTreeMap<Rule, (u64, u64)>,
-    /// Feedback matched to no verdict, by reason.
+    /// Feedback not counted, by reason: matched to no verdict, or a verdict judged before.
     pub feedback_unmatched: BTreeMap<&'static str, u64>,
 }
 
@@ -187,7 +187,7 @@ impl CostSummary {
             .collect();
         let _ = writeln!(
             s,
-            "feedback on verdicts: judged useful or not, per rule (not matched to a verdict: {})",
+            "feedback on verdicts: judged useful or not, per rule, each verdict once (not counted: {})",
             if unmatched.is_empty() {
                 "none".to_string()
             } else {

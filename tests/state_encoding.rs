@@ -265,18 +265,19 @@ fn the_state_layout_is_pinned() {
     let fingerprint = xxhash_rust::xxh3::xxh3_64(listing.as_bytes());
     assert_eq!(
         (snapshot::LAYOUT, fingerprint),
-        (3, PINNED_FINGERPRINT),
+        (4, PINNED_FINGERPRINT),
         "the state's fields changed: bump snapshot::LAYOUT and pin {fingerprint:#x}; key paths:\n{listing}"
     );
 }
 
-const PINNED_FINGERPRINT: u64 = 0x0392_53ae_eb94_0ed9;
+const PINNED_FINGERPRINT: u64 = 0xabaf_7d5d_12fb_e86d;
 
-/// Layout 2 (before issue 32) is layout 3 without its last two fields, the steers waiting
-/// for an outcome and the latest verdicts: a layout-2 record reads as the same session with
-/// none, in every format, so a rolling upgrade keeps every session's state.
+/// Layout 2 (before issue 32) is layout 4 without its last three fields, the steers waiting
+/// for an outcome, the latest verdicts and the verdicts judged; layout 3 (before issue 44)
+/// without the last: a record of either reads as the same session with none, in every
+/// format, so a rolling upgrade keeps every session's state.
 #[test]
-fn layout_two_records_read_as_having_no_steer_waiting() {
+fn layout_two_and_three_records_read_as_having_none_of_the_later_fields() {
     let events = fleet();
     let mut e = engine();
     run(&mut e, &events, &mut Vec::new());
@@ -285,33 +286,44 @@ fn layout_two_records_read_as_having_no_steer_waiting() {
         let json = e.snapshot_json(&id).unwrap();
         let state = snapshot::decode(&json).unwrap();
         let text = String::from_utf8_lossy(&json);
-        if !text.contains("\"steers\":[]") || !text.contains("\"verdicts\":[]") {
-            continue;
-        }
-        // The record layout 2 wrote: the same body without the last two bytes (the two
-        // empty lists).
+        assert!(text.contains("\"judged\":[]"), "no feedback in the fleet");
+        // Layout 3 wrote the same body without the last byte (the empty list of judged
+        // verdicts).
         let body = postcard_body(&state);
-        assert!(body.ends_with(&[0, 0]));
-        let body = &body[..body.len() - 1];
-        let old = [&[snapshot::FORMAT_BINARY, 2][..], &body[..body.len() - 1]].concat();
-        let back = snapshot::decode(&old).expect("a layout-2 record reads");
-        assert_eq!(snapshot::encode_json(&back), snapshot::encode_json(&state));
-        let old_lz4 = [
-            &[snapshot::FORMAT_BINARY_LZ4, 2][..],
-            &lz4_flex::block::compress_prepend_size(&body[..body.len() - 1]),
-        ]
-        .concat();
-        let back = snapshot::decode(&old_lz4).expect("a layout-2 LZ4 record reads");
-        assert_eq!(snapshot::encode_json(&back), snapshot::encode_json(&state));
-        read += 1;
+        assert!(body.ends_with(&[0]));
+        for (layout, cut) in [(3u8, 1), (2, 3)] {
+            if layout == 2 && (!text.contains("\"steers\":[]") || !text.contains("\"verdicts\":[]"))
+            {
+                continue;
+            }
+            assert!(body.ends_with(&vec![0; cut]));
+            let old_body = &body[..body.len() - cut];
+            let old = [&[snapshot::FORMAT_BINARY, layout][..], old_body].concat();
+            let back = snapshot::decode(&old)
+                .unwrap_or_else(|e| panic!("a layout-{layout} record reads: {e}"));
+            assert_eq!(snapshot::encode_json(&back), snapshot::encode_json(&state));
+            let old_lz4 = [
+                &[snapshot::FORMAT_BINARY_LZ4, layout][..],
+                &lz4_flex::block::compress_prepend_size(old_body),
+            ]
+            .concat();
+            let back = snapshot::decode(&old_lz4)
+                .unwrap_or_else(|e| panic!("a layout-{layout} LZ4 record reads: {e}"));
+            assert_eq!(snapshot::encode_json(&back), snapshot::encode_json(&state));
+            // Restored into an engine, it is written again in this layout.
+            let mut fresh = engine();
+            fresh.restore(&id, &old_lz4).unwrap();
+            assert_eq!(fresh.snapshot(&id).unwrap(), snapshot::encode(&state));
+            read += 1;
+        }
     }
-    assert!(read >= 10, "only {read} sessions read");
+    assert!(read >= 30, "only {read} records read");
     // Layout 1 is still refused by name.
     let err = snapshot::decode(&[snapshot::FORMAT_BINARY, 1, 0]).unwrap_err();
     assert!(err.to_string().contains("layout 1"), "{err}");
 }
 
-/// A state's postcard body as layout 3 writes it (`encode` without its two header bytes,
+/// A state's postcard body as this layout writes it (`encode` without its two header bytes,
 /// uncompressed).
 fn postcard_body(state: &loopguard::engine::rules::SessionState) -> Vec<u8> {
     let bytes = snapshot::encode(state);

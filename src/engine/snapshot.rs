@@ -32,7 +32,10 @@ const FORMAT_JSON: u8 = b'{';
 /// The state types' layout, written after the format byte: bump it with any change to the
 /// fields of a serialized state type (`tests/state_encoding.rs` pins the encoding of a
 /// known state, so a change cannot pass unnoticed). A record of another layout is refused.
-pub const LAYOUT: u8 = 3;
+pub const LAYOUT: u8 = 4;
+/// The layout before issue 44: layout 4 without the last field of `SessionState`'s last
+/// field (`LoopSpend::judged`, the verdicts already judged), read as having none.
+const LAYOUT_WITHOUT_JUDGED: u8 = 3;
 /// The layout before issue 32: layout 3 without the last two fields of `SessionState`'s
 /// last field (`LoopSpend::steers`, `LoopSpend::verdicts`), read as having none.
 const LAYOUT_WITHOUT_STEERS: u8 = 2;
@@ -150,17 +153,20 @@ pub fn decode(bytes: &[u8]) -> Result<SessionState, StateError> {
         FORMAT_JSON => Ok(serde_json::from_slice(bytes)?),
         FORMAT_BINARY | FORMAT_BINARY_LZ4 | FORMAT_BINARY_DEFLATE => {
             let (&layout, body) = rest.split_first().ok_or(StateError::Empty)?;
-            if layout != LAYOUT && layout != LAYOUT_WITHOUT_STEERS {
-                return Err(StateError::Layout { found: layout });
-            }
+            // The empty lists an older layout lacks at the end (each its length, a varint 0).
+            let missing: &[u8] = match layout {
+                LAYOUT => &[],
+                LAYOUT_WITHOUT_JUDGED => &[0],
+                LAYOUT_WITHOUT_STEERS => &[0, 0, 0],
+                _ => return Err(StateError::Layout { found: layout }),
+            };
             let mut body = match format {
                 FORMAT_BINARY => std::borrow::Cow::Borrowed(body),
                 FORMAT_BINARY_DEFLATE => std::borrow::Cow::Owned(inflate(body)?),
                 _ => std::borrow::Cow::Owned(unlz4(body)?),
             };
-            if layout == LAYOUT_WITHOUT_STEERS {
-                // The two missing last fields: empty lists (each its length, a varint 0).
-                body.to_mut().extend_from_slice(&[0, 0]);
+            if !missing.is_empty() {
+                body.to_mut().extend_from_slice(missing);
             }
             from_postcard(&body)
         }

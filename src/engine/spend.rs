@@ -122,8 +122,10 @@ pub enum Spent {
     Ended { rule: Rule, seconds: f64 },
     /// Feedback on a verdict of `rule` the session got: `useful` or not.
     Feedback { rule: Rule, useful: bool },
-    /// Feedback the session cannot match: `unknown_verdict` (not among its latest
-    /// verdicts) or `unknown_session` (no state: ended, expired, never seen).
+    /// Feedback not counted: `unknown_verdict` (not among the session's latest verdicts),
+    /// `unknown_session` (no state: ended, expired, never seen), `repeat` (a verdict judged
+    /// before, judged the same again) or `changed` (judged before, now judged otherwise:
+    /// the first judgement stands).
     FeedbackUnmatched { reason: &'static str },
     /// A loop found by `rule` whose first verdict was soft ended so: after `calls` tool
     /// calls and `tokens` reported since that verdict.
@@ -159,6 +161,12 @@ pub struct LoopSpend {
     /// last field: a layout-2 record has none.
     #[serde(default)]
     verdicts: VecDeque<(u64, Rule)>,
+    /// The remembered verdicts already judged (the hash of their id, the first judgement's
+    /// `useful`): a verdict's first judgement counts, a repeat is not counted again
+    /// (docs/decisions.md (gr)). Only verdicts still among `verdicts` are kept, so at most
+    /// `JUDGEABLE`. The last field of layout 4: a layout-3 record has none.
+    #[serde(default)]
+    judged: Vec<(u64, bool)>,
 }
 
 impl LoopSpend {
@@ -317,15 +325,28 @@ impl LoopSpend {
         }
     }
 
-    /// Feedback on verdict `verdict_id`: its rule when the session remembers it.
-    pub fn on_feedback(&self, verdict_id: &str, useful: bool) -> Spent {
+    /// Feedback on verdict `verdict_id`: its rule when the session remembers it, the first
+    /// time it is judged. A repeat judgement of the same verdict is not counted again:
+    /// `repeat` when it says the same, `changed` when it says otherwise (the first stands).
+    pub fn on_feedback(&mut self, verdict_id: &str, useful: bool) -> Spent {
         let h = hash64(verdict_id.as_bytes());
-        match self.verdicts.iter().rev().find(|(id, _)| *id == h) {
-            Some(&(_, rule)) => Spent::Feedback { rule, useful },
-            None => Spent::FeedbackUnmatched {
+        let Some(&(_, rule)) = self.verdicts.iter().rev().find(|(id, _)| *id == h) else {
+            return Spent::FeedbackUnmatched {
                 reason: "unknown_verdict",
-            },
+            };
+        };
+        if let Some(&(_, first)) = self.judged.iter().find(|(id, _)| *id == h) {
+            return Spent::FeedbackUnmatched {
+                reason: if first == useful { "repeat" } else { "changed" },
+            };
         }
+        // Judged verdicts no longer remembered are forgotten: their feedback is
+        // `unknown_verdict` anyway.
+        let remembered = &self.verdicts;
+        self.judged
+            .retain(|(id, _)| remembered.iter().any(|(v, _)| v == id));
+        self.judged.push((h, useful));
+        Spent::Feedback { rule, useful }
     }
 
     /// A tool call: one more for every steer waiting for its outcome.

@@ -60,8 +60,8 @@ impl LoopCostMetrics {
             steer_outcomes: ints("loopguard_steer_outcomes_total", "Loops whose first verdict was a warn or steer, ended, by how: worked (the agent moved on), stopped (a block or abort followed), unresolved (the request or session ended first).", &with_outcome)?,
             steer_calls: ints("loopguard_steer_calls_total", "Tool calls from the steer to the end of the steered loops that worked (divided by their count: calls a steer takes to work).", &with_rule)?,
             steer_tokens: ints("loopguard_steer_tokens_total", "Tokens reported from the steer to the end of steered loops, by how they ended.", &with_outcome)?,
-            feedback: ints("loopguard_verdict_feedback_total", "Feedback on verdicts (issue 32): judged useful (true) or not (false), by the rule of the verdict judged. A rule's precision over a window: useful / all.", &[&["rule", "useful"][..], who].concat())?,
-            feedback_unmatched: ints("loopguard_feedback_unmatched_total", "Feedback matched to no verdict: unknown_verdict (not among the session's latest 32 verdicts), unknown_session (ended, expired or never seen).", &["reason"])?,
+            feedback: ints("loopguard_verdict_feedback_total", "Feedback on verdicts (issue 32): judged useful (true) or not (false), by the rule of the verdict judged; each verdict counted once, at its first judgement. A rule's precision over a window: useful / all.", &[&["rule", "useful"][..], who].concat())?,
+            feedback_unmatched: ints("loopguard_feedback_unmatched_total", "Feedback not counted toward a rule's precision, by reason: unknown_verdict (not among the session's latest 32 verdicts), unknown_session (ended, expired or never seen), repeat (a verdict judged before, judged the same again), changed (judged before, now otherwise: the first judgement stands).", &["reason"])?,
             labels,
         };
         Ok(m)
@@ -72,7 +72,7 @@ impl LoopCostMetrics {
         self.usage_reports.with_label_values(&[]);
         self.usage_tokens.with_label_values(&[]);
         self.usage_cost.with_label_values(&[]);
-        for reason in ["unknown_verdict", "unknown_session"] {
+        for reason in ["unknown_verdict", "unknown_session", "repeat", "changed"] {
             self.feedback_unmatched.with_label_values(&[reason]);
         }
         for rule in Rule::ALL.into_iter().filter(|r| r.is_loop()) {
