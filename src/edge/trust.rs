@@ -108,8 +108,16 @@ impl Trust {
         host_name(host).is_some_and(|h| self.hosts.contains(&h))
     }
 
-    /// The checks, in order: Origin, Host, token, content type.
-    pub fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
+    /// The checks, in order: Origin, Host, token, content type. `authority` is the request
+    /// target's, when it has one (HTTP/2's `:authority`, an absolute-form HTTP/1.1 target):
+    /// it must be allowed too.
+    pub fn check(
+        &self,
+        method: &Method,
+        path: &str,
+        authority: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Result<(), Refusal> {
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = String::from_utf8_lossy(origin.as_bytes()).into_owned();
             return Err(refusal(
@@ -121,10 +129,19 @@ impl Trust {
         }
         let open = OPEN_ROUTES.contains(&path);
         if !open {
-            let host = headers
-                .get(header::HOST)
-                .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned());
-            if !host.as_deref().is_some_and(|h| self.host_allowed(h)) {
+            let named: Vec<String> = authority
+                .map(str::to_string)
+                .into_iter()
+                .chain(
+                    headers
+                        .get_all(header::HOST)
+                        .iter()
+                        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned()),
+                )
+                .collect();
+            let foreign = named.iter().find(|h| !self.host_allowed(h));
+            if foreign.is_some() || named.is_empty() {
+                let host = foreign.cloned();
                 let shown = host.clone().unwrap_or_default();
                 return Err(refusal(
                     StatusCode::FORBIDDEN,
@@ -173,7 +190,8 @@ impl Trust {
 /// The middleware: a refused request never reaches its route.
 pub async fn guard_requests(State(trust): State<Arc<Trust>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    match trust.check(req.method(), path, req.headers()) {
+    let authority = req.uri().authority().map(|a| a.as_str());
+    match trust.check(req.method(), path, authority, req.headers()) {
         Ok(()) => next.run(req).await,
         Err(refused) => {
             if let (Some(requests), Some(route)) = (&trust.requests, route_of(path)) {

@@ -226,6 +226,28 @@ async fn the_middleware_refuses_foreign_hosts_origins_and_non_json_posts() {
     assert_eq!(body["content_type"], "text/plain");
     assert_eq!(send(&app, "POST", "/v1/events", &[LOCAL]).await.0, 415);
 
+    // The request target's authority counts too (HTTP/2's `:authority`, an absolute-form
+    // HTTP/1.1 target, which a server must prefer to Host).
+    let (code, body) = send(
+        &app,
+        "POST",
+        "http://evil.example/v1/events",
+        &[LOCAL, JSON],
+    )
+    .await;
+    assert_eq!(
+        (code, &body["host"]),
+        (403, &json!("evil.example")),
+        "{body}"
+    );
+    assert_eq!(
+        send(&app, "POST", "http://127.0.0.1:9465/v1/events", &[JSON])
+            .await
+            .0,
+        202,
+        "an HTTP/2 request names its authority, not a Host header"
+    );
+
     // Prometheus and the kubelet by the pod's IP.
     let pod = ("host", "10.4.0.17:9465");
     assert_eq!(send(&app, "GET", "/metrics", &[pod]).await.0, 200);
