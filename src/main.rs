@@ -120,7 +120,8 @@ enum Command {
         /// Why, in words (cut at 1,024 characters, never exported).
         #[arg(long)]
         note: Option<String>,
-        /// The session's tenant (its verdicts topic, with tenant isolation).
+        /// The session's tenant (its verdicts topic, with tenant isolation; required with
+        /// kafka.events_topic_template: the judgement goes to that tenant's events topic).
         #[arg(long)]
         tenant: Option<String>,
         #[arg(long, env = "LOOPGUARD_CONFIG")]
@@ -340,7 +341,7 @@ fn main() -> ExitCode {
                     println!(
                         "feedback on {verdict} ({}) sent to {} partition {partition} at offset {offset}",
                         if wrong { "wrong" } else { "useful" },
-                        cfg.kafka.events_topic
+                        loopguard::cli::feedback::topic(&cfg, tenant.as_deref()).unwrap_or_default()
                     );
                     ExitCode::SUCCESS
                 }

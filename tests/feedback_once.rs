@@ -48,12 +48,14 @@ fn verdicts() -> Vec<(Verdict, i64)> {
         .collect()
 }
 
+/// A rule, tenant and agent (what a demotion window counts together).
+type Who = (Rule, Option<String>, Option<String>);
+
 /// Four verdicts of one rule, tenant and agent (what a demotion window counts together),
 /// enforced, in four different sessions or not.
 fn four_alike() -> Vec<(Verdict, i64)> {
     let all = verdicts();
-    let mut by_who: BTreeMap<(Rule, Option<String>, Option<String>), Vec<(Verdict, i64)>> =
-        BTreeMap::new();
+    let mut by_who: BTreeMap<Who, Vec<(Verdict, i64)>> = BTreeMap::new();
     for (v, at) in all {
         by_who
             .entry((v.rule, v.tenant.clone(), v.agent.clone()))

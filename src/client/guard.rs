@@ -47,6 +47,9 @@ pub enum ClientError {
     NotAcknowledged(String),
     #[error("kafka: {0}")]
     Kafka(#[from] KafkaError),
+    /// A setting that cannot work (a topic template without its tenant); nothing connected.
+    #[error("{0}")]
+    Settings(#[from] super::settings::SettingsError),
 }
 
 impl ClientError {
@@ -92,7 +95,10 @@ pub struct Guard {
 impl Guard {
     /// Connects: learns both topics (equal partition counts), where each verdict partition
     /// ends, and starts reading them all. Blocking; at most `startup_timeout` per request.
+    /// A topic template (`agent-events.{tenant}`) is its tenant's topic: without a tenant,
+    /// `ClientError::Settings` before anything connects.
     pub fn connect(settings: GuardSettings) -> Result<Guard, ClientError> {
+        let settings = settings.resolved()?;
         let unreachable = |e: KafkaError| ClientError::Unreachable {
             servers: settings.bootstrap_servers.clone(),
             detail: e.to_string(),
@@ -218,6 +224,7 @@ impl Guard {
         self.partitions
     }
 
+    /// The settings, each topic as its tenant's (templates substituted).
     pub fn settings(&self) -> &GuardSettings {
         &self.settings
     }

@@ -31,5 +31,5 @@ mod verdict;
 
 pub use guard::{Answer, ClientError, FailOpen, Guard};
 pub use pending::Settled;
-pub use settings::GuardSettings;
+pub use settings::{topic_for, GuardSettings, SettingsError};
 pub use verdict::{Action, Verdict};
