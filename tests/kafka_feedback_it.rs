@@ -1,6 +1,8 @@
 //! Feedback on verdicts (issue 32) on a real Apache Kafka broker (KAFKA_BOOTSTRAP_SERVERS):
 //! an operator's `loopguard feedback` on verdicts a running guard wrote reaches that guard's
-//! precision metric, by the verdict's rule; feedback naming no verdict is counted as such.
+//! precision metric, by the verdict's rule, each verdict once (a repeat is counted apart);
+//! feedback naming no verdict is counted as such; under `kafka.events_topic_template` it
+//! goes to the session's tenant's own events topic.
 // Each test holds the SERIAL lock across its awaits on purpose (see `serial`).
 #![allow(clippy::await_holding_lock)]
 
@@ -113,6 +115,8 @@ async fn feedback_from_the_cli_reaches_the_precision_metric_by_rule() {
         "not-a-verdict-of-this-session",
         "--wrong",
     );
+    // The first verdict judged wrong again (a new event): a repeat, not a judgement.
+    feedback(&cfg, &first.session_id, &first.verdict_id, "--wrong");
     let deadline = Instant::now() + Duration::from_secs(60);
     let counted = |text: &str| {
         want.iter().all(|((rule, useful), n)| {
@@ -124,6 +128,11 @@ async fn feedback_from_the_cli_reaches_the_precision_metric_by_rule() {
             "loopguard_feedback_unmatched_total",
             &["reason=\"unknown_verdict\""],
         ) == 1.0
+            && sum(
+                text,
+                "loopguard_feedback_unmatched_total",
+                &["reason=\"repeat\""],
+            ) == 1.0
     };
     let mut text = metrics(admin);
     while !counted(&text) && Instant::now() < deadline {
@@ -134,7 +143,7 @@ async fn feedback_from_the_cli_reaches_the_precision_metric_by_rule() {
     guard.wait().ok();
     assert!(
         counted(&text),
-        "wanted {want:?} and 1 unknown_verdict in:\n{}",
+        "wanted {want:?}, 1 unknown_verdict and 1 repeat in:\n{}",
         text.lines()
             .filter(|l| l.contains("feedback"))
             .collect::<Vec<_>>()
@@ -142,4 +151,69 @@ async fn feedback_from_the_cli_reaches_the_precision_metric_by_rule() {
     );
     // Nothing of it dead-lettered.
     assert!(env.read_all(&env.topic("dlq")).is_empty());
+}
+
+/// Tenants from the writer (issue 44): under `kafka.events_topic_template`, `loopguard
+/// feedback --tenant acme` goes to acme's own events topic, keyed by the session and naming
+/// acme; without `--tenant` it is invalid input (exit 2) and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_under_an_events_template_goes_to_the_tenants_own_topic() {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "fbtenant");
+    env.create_topics().await;
+    let acme = format!("{}-events.acme", env.name);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &env.bootstrap)
+        .create()
+        .unwrap();
+    let topic = NewTopic::new(&acme, env.partitions, TopicReplication::Fixed(1));
+    for r in admin
+        .create_topics([&topic], &AdminOptions::new())
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let cfg = env.config(&format!(
+        "events_topic_template = \"{n}-events.{{tenant}}\"\nverdicts_topic_template = \"{n}-verdicts.{{tenant}}\"\n",
+        n = env.name
+    ));
+    let run = |tenant: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_loopguard"));
+        c.args(["feedback", "--config", &cfg, "--session", "s-acme"])
+            .args(["--verdict", "5d1c0b9a33e04f7e8a61c2d4b7f09e13", "--wrong"]);
+        if let Some(t) = tenant {
+            c.args(["--tenant", t]);
+        }
+        c.output().unwrap()
+    };
+    let refused = run(None);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no --tenant"),
+        "{refused:?}"
+    );
+    let sent = run(Some("acme"));
+    assert!(sent.status.success(), "{sent:?}");
+    assert!(
+        String::from_utf8_lossy(&sent.stdout).contains(&format!("sent to {acme} ")),
+        "{sent:?}"
+    );
+    let records = env.read_all(&acme);
+    assert_eq!(records.len(), 1, "one feedback event in {acme}");
+    let (_, key, payload, _) = &records[0];
+    assert_eq!(key.as_deref(), Some(&b"s-acme"[..]));
+    let event: serde_json::Value = serde_json::from_slice(payload.as_deref().unwrap()).unwrap();
+    assert_eq!(event["type"], "feedback");
+    assert_eq!(event["tenant"], "acme");
+    assert!(
+        env.read_all(&env.topic("events")).is_empty(),
+        "nothing on the shared topic"
+    );
+    let _ = admin
+        .delete_topics(&[acme.as_str()], &AdminOptions::new())
+        .await;
 }
