@@ -45,6 +45,11 @@ enum Command {
         /// n - 1; `loopguard policy history` prints them): each applied at its offset.
         #[arg(long)]
         policy_changes: Option<String>,
+        /// Read the file as tenant T's own events topic (`kafka.events_topic_template`), as
+        /// the service judges it: an event naming no tenant is T's, one naming another is
+        /// malformed (`tenant_mismatch`).
+        #[arg(long)]
+        tenant: Option<String>,
         /// Input file, or `-` for stdin.
         #[arg(default_value = "-")]
         input: String,
@@ -158,6 +163,10 @@ enum PolicyCommand {
         /// Only this partition's.
         #[arg(long)]
         partition: Option<i32>,
+        /// Tenant T's own events topic's switches (`kafka.events_topic_template`), recorded in
+        /// its state topic.
+        #[arg(long)]
+        tenant: Option<String>,
         #[arg(long, env = "LOOPGUARD_CONFIG")]
         config: Option<String>,
     },
@@ -208,6 +217,7 @@ fn main() -> ExitCode {
             judged,
             summary,
             policy_changes,
+            tenant,
             input,
         } => replay(
             config.as_deref(),
@@ -218,6 +228,7 @@ fn main() -> ExitCode {
                 summary,
             },
             policy_changes.as_deref(),
+            tenant.as_deref(),
             &input,
         ),
         Command::Policy(command) => policy(command),
@@ -368,8 +379,10 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let acls = loopguard::cli::acls::plan(&cfg, &args)
-                .and_then(|acls| loopguard::cli::acls::render(&acls, &args.format));
+            let acls = loopguard::cli::acls::plan(&cfg, &args).and_then(|acls| {
+                let quotas = loopguard::cli::acls::quotas(&args)?;
+                loopguard::cli::acls::render(&acls, &quotas, &args.format)
+            });
             match acls {
                 Ok(text) => {
                     print!("{text}");
@@ -548,11 +561,24 @@ fn policy(command: PolicyCommand) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        PolicyCommand::History { partition, config } => {
-            let cfg = match load_config(config.as_deref()) {
+        PolicyCommand::History {
+            partition,
+            tenant,
+            config,
+        } => {
+            let mut cfg = match load_config(config.as_deref()) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
+            if let Some(t) = tenant {
+                match loopguard::service::stream::lanes::lane_config(&cfg, &t) {
+                    Some(lane) if cfg.kafka.tenants_from_topics() => cfg = lane,
+                    _ => {
+                        eprintln!("error: --tenant `{t}` needs kafka.events_topic_template (e.g. \"agent-events.{{tenant}}\") and a tenant that can name a topic");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             match p::history(&cfg, partition) {
                 Ok(changes) => {
                     for (p, change) in changes {
@@ -593,6 +619,7 @@ fn replay(
     config: Option<&str>,
     opts: loopguard::replay::Options,
     policy_changes: Option<&str>,
+    tenant: Option<&str>,
     input: &str,
 ) -> ExitCode {
     let cfg = match load_config(config) {
@@ -631,7 +658,7 @@ fn replay(
     let tty = std::io::stderr().is_terminal();
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
     let result =
-        loopguard::replay::run_with_changes(&mut engine, reader, stdout, opts, &changes, |n| {
+        loopguard::replay::run_as(&mut engine, reader, stdout, opts, &changes, tenant, |n| {
             if tty {
                 eprint!("\r{n} lines…");
                 let _ = std::io::stderr().flush();

@@ -108,9 +108,24 @@ pub fn run(
 pub fn run_with_changes(
     engine: &mut Engine,
     input: impl BufRead,
+    out: impl Write,
+    opts: Options,
+    changes: &PolicyTimeline,
+    progress: impl FnMut(usize),
+) -> Result<Summary, ReplayError> {
+    run_as(engine, input, out, opts, changes, None, progress)
+}
+
+/// As `run_with_changes`, the file read as tenant `writer`'s own events topic when given
+/// (`kafka.events_topic_template`): an event naming no tenant is `writer`'s, one naming
+/// another is malformed (`tenant_mismatch`), as the service judges that topic.
+pub fn run_as(
+    engine: &mut Engine,
+    input: impl BufRead,
     mut out: impl Write,
     opts: Options,
     changes: &PolicyTimeline,
+    writer: Option<&str>,
     mut progress: impl FnMut(usize),
 ) -> Result<Summary, ReplayError> {
     let strict = opts.strict;
@@ -132,7 +147,13 @@ pub fn run_with_changes(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let event = match Event::decode(&line) {
+        let decoded = Event::decode(&line).map_err(|e| e.to_string());
+        let event = match decoded.and_then(|mut e| match writer {
+            Some(w) => crate::service::records::dead_letter::written_by(&mut e, w)
+                .map(|()| e)
+                .map_err(|why| format!("tenant_mismatch: {why}")),
+            None => Ok(e),
+        }) {
             Ok(e) => e,
             Err(e) => {
                 if strict {

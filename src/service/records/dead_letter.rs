@@ -71,20 +71,28 @@ pub fn read_event_of(
 ) -> Result<Event, Rejected> {
     let mut event = read_event(key, payload)?;
     if let Some(writer) = tenant {
-        match event.meta.tenant.as_deref() {
-            Some(named) if named != writer => {
-                return Err(Rejected {
-                    reason: TENANT_MISMATCH,
-                    detail: format!(
-                        "the event names tenant `{named}` but was written to tenant `{writer}`'s events topic: a tenant is who writes, never what the event says"
-                    ),
-                })
-            }
-            Some(_) => {}
-            None => event.meta.tenant = Some(writer.to_string()),
-        }
+        written_by(&mut event, writer).map_err(|detail| Rejected {
+            reason: TENANT_MISMATCH,
+            detail,
+        })?;
     }
     Ok(event)
+}
+
+/// Makes `event` tenant `writer`'s, as read from that tenant's own events topic: one that
+/// names no tenant gets `writer`; one naming another is refused (the reason's detail).
+/// The service and `loopguard replay --tenant` read through it alike.
+pub fn written_by(event: &mut Event, writer: &str) -> Result<(), String> {
+    match event.meta.tenant.as_deref() {
+        Some(named) if named != writer => Err(format!(
+            "the event names tenant `{named}` but was written to tenant `{writer}`'s events topic: a tenant is who writes, never what the event says"
+        )),
+        Some(_) => Ok(()),
+        None => {
+            event.meta.tenant = Some(writer.to_string());
+            Ok(())
+        }
+    }
 }
 
 /// Where the dead record was read.

@@ -147,7 +147,7 @@ impl Worker {
             .with_label_values(&[&key.to_string()])
             .set(0);
         tracing::info!(
-            partition,
+            partition = %key,
             sessions,
             checkpoint,
             committed = committed.unwrap_or(-1),
