@@ -172,11 +172,18 @@ async fn a_tenant_topic_is_served_without_a_restart_keeps_its_sessions_apart_and
     std::thread::sleep(Duration::from_millis(500));
     guard.kill().unwrap();
     guard.wait().unwrap();
+    // With an admin address of its own, to see the policy its threads apply.
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{admin}\""));
+    std::fs::write(&config, text).unwrap();
     let mut guard = env.spawn_guard(&config, "c");
     produce(&env, &acme_events, &[event("s1", 3, None)]);
     let acme = verdicts_until(&env, &acme_verdicts, |v| blocked(v, "s1-3"));
-    guard.kill().ok();
-    guard.wait().ok();
     let ids: Vec<(&str, String, Option<&str>)> = acme
         .iter()
         .map(|v| {
@@ -202,4 +209,78 @@ async fn a_tenant_topic_is_served_without_a_restart_keeps_its_sessions_apart_and
             .collect::<Vec<_>>(),
         ["s1-3"]
     );
+
+    // The live policy on the tenant's topic: a version published while the guard runs is
+    // picked up by acme's stream thread, recorded in acme's state topic where it took
+    // effect, and judges acme's next session (a 4th same call blocked, not a 3rd).
+    std::fs::write(
+        env.dir.path().join("policy.toml"),
+        "[tool]\nrepeat_threshold = 4\n",
+    )
+    .unwrap();
+    let policy = env.dir.path().join("policy.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
+        .args(["policy", "publish", "--config", &config])
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let published = String::from_utf8_lossy(&out.stdout);
+    let version = published
+        .split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .unwrap_or_else(|| panic!("no version in {published}"))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !picked_up(admin, "stream-acme-0", &version) {
+        assert!(
+            Instant::now() < deadline,
+            "acme's thread never took {version}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let s2: Vec<Value> = (0..=4).map(|n| event("s2", n, None)).collect();
+    produce(&env, &acme_events, &s2);
+    let acme = verdicts_until(&env, &acme_verdicts, |v| {
+        v.iter().any(|v| v.session_id == "s2")
+    });
+    guard.kill().ok();
+    guard.wait().ok();
+    let s2: Vec<(&str, &str)> = acme
+        .iter()
+        .filter(|v| v.session_id == "s2")
+        .map(|v| (v.event_id.as_str(), v.policy_version.as_str()))
+        .collect();
+    assert_eq!(
+        s2,
+        [("s2-4", version.as_str())],
+        "{}",
+        env.guard_log_summary()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
+        .args(["policy", "history", "--tenant", "acme", "--config", &config])
+        .output()
+        .unwrap();
+    let history = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && history.contains(&version),
+        "policy history --tenant acme: {history}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Whether `thread` of the guard at `admin` applies `version` (its `/v1/policy`).
+fn picked_up(admin: std::net::SocketAddr, thread: &str, version: &str) -> bool {
+    loopguard::cli::policy::fetch_status(admin)
+        .ok()
+        .and_then(|s| {
+            s["threads"][thread]["version"]
+                .as_str()
+                .map(|v| v == version)
+        })
+        .unwrap_or(false)
 }

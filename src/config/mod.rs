@@ -490,6 +490,9 @@ fn from_tree(mut tree: Value) -> Result<Config, ConfigError> {
                 }
             }
         }
+        if k.tenant_discovery_ms < 100 {
+            problems.push("[kafka]: tenant_discovery_ms must be >= 100".into());
+        }
         for key in k.properties.keys() {
             if let Some((_, why)) = GUARD_OWNED_PROPERTIES.iter().find(|(o, _)| o == key) {
                 problems.push(format!(
