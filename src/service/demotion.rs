@@ -4,7 +4,9 @@
 //! `policy.demotion.below`, a thread of its own publishes a new policy version with that
 //! rule in observe mode for that tenant and agent. Every instance then applies it like any
 //! published version: versioned, in `policy history`, replayed exactly. Promotion back is
-//! left to a person.
+//! left to a person. A judgement is a verdict's first: the engine counts a verdict judged
+//! again as `repeat` or `changed` (`Spent::FeedbackUnmatched`), which no window sees
+//! (docs/decisions.md (gr)).
 
 use crate::engine::policy::{DemotionPolicy, Mode};
 use crate::engine::spend::Spent;
