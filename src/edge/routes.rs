@@ -79,7 +79,7 @@ fn parse(body: &Bytes) -> Result<Value, Box<Response>> {
 
 /// Events for an edge pinned to a tenant: each without `tenant` gets it; the first naming
 /// another tenant refuses them all (400 naming the field, nothing sent).
-fn pin_tenant(edge: &Edge, events: &mut [Value]) -> Result<(), Response> {
+fn pin_tenant(edge: &Edge, events: &mut [Value]) -> Result<(), Box<Response>> {
     let Some(pinned) = &edge.tenant else {
         return Ok(());
     };
@@ -89,7 +89,7 @@ fn pin_tenant(edge: &Edge, events: &mut [Value]) -> Result<(), Response> {
                 .invalid
                 .with_label_values(&["tenant_mismatch"])
                 .inc();
-            return Err(refused.into_response());
+            return Err(Box::new(refused.into_response()));
         }
     }
     Ok(())
@@ -126,7 +126,7 @@ async fn events(State(edge): State<Arc<Edge>>, body: Bytes) -> Response {
             Value::Array(a) => a,
             one => vec![one],
         };
-        pin_tenant(&edge, &mut events)?;
+        pin_tenant(&edge, &mut events).map_err(|r| *r)?;
         edge.guard
             .publish(&events, edge.publish_timeout)
             .await
@@ -168,7 +168,7 @@ async fn check(
         .min(MAX_DEADLINE);
     let r = async {
         let mut event = parse(&body).map_err(|r| *r)?;
-        pin_tenant(&edge, std::slice::from_mut(&mut event))?;
+        pin_tenant(&edge, std::slice::from_mut(&mut event)).map_err(|r| *r)?;
         let answer = edge
             .guard
             .check(&event, deadline)
