@@ -511,6 +511,47 @@ async fn with_a_token_file_only_its_holders_are_answered_and_the_hooks_read_it()
     assert_eq!(answers[..2], [json!({}), json!({})]);
     assert_eq!(answers[2], denied("claude-code", "Bash"));
 
+    // The MCP proxy with the token file (environment): its third identical call is
+    // answered with the block, the server never sees it.
+    let server = r#"while IFS= read -r l; do id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p'); [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ok"}],"isError":false}}\n' "$id"; done"#;
+    let mut proxy = Command::new(BIN)
+        .args(["mcp-proxy", "--edge", &edge.url, "--session"])
+        .arg(format!("mcp-token-{}", std::process::id()))
+        .args(["--", "sh", "-c", server])
+        .env("LOOPGUARD_EDGE_TOKEN_FILE", &file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_proxy = proxy.stdin.take().unwrap();
+    let mut from_proxy = std::io::BufReader::new(proxy.stdout.take().unwrap());
+    let mut results = Vec::new();
+    for id in 1..=3 {
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "job_status", "arguments": {"job": 7}}});
+        writeln!(to_proxy, "{req}").unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut from_proxy, &mut line).unwrap();
+        let resp: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(resp["id"], id, "{resp}");
+        results.push(resp["result"].clone());
+    }
+    drop(to_proxy);
+    let out = proxy.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("unguarded"), "{stderr}");
+    assert_eq!(results[0]["content"][0]["text"], "ok", "{results:?}");
+    assert_eq!(results[1]["content"][0]["text"], "ok", "{results:?}");
+    assert_eq!(results[2]["isError"], true, "{results:?}");
+    assert!(
+        results[2]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Blocked: `job_status`"),
+        "{results:?}"
+    );
+
     // Without the token file: allowed, and it says the edge refused it.
     let run = hook(
         "claude-code",
