@@ -120,24 +120,16 @@ async fn a_tenant_topic_is_served_without_a_restart_keeps_its_sessions_apart_and
     );
 
     // acme's topics made while the guard runs, with the documented command.
-    let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
-        .args([
-            "topics",
-            "create",
-            "--config",
-            &config,
-            "--partitions",
-            "2",
-            "--tenant",
-            "acme",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    loopguard_ok(&[
+        "topics",
+        "create",
+        "--config",
+        &config,
+        "--partitions",
+        "2",
+        "--tenant",
+        "acme",
+    ]);
     let acme_events = format!("{n}-events.acme");
     let acme_verdicts = format!("{n}-verdicts.acme");
     // The same session id on acme's own topic is another session: two same calls, then an
@@ -219,17 +211,13 @@ async fn a_tenant_topic_is_served_without_a_restart_keeps_its_sessions_apart_and
     )
     .unwrap();
     let policy = env.dir.path().join("policy.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
-        .args(["policy", "publish", "--config", &config])
-        .arg(&policy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let published = String::from_utf8_lossy(&out.stdout);
+    let published = loopguard_ok(&[
+        "policy",
+        "publish",
+        "--config",
+        &config,
+        policy.to_str().unwrap(),
+    ]);
     let version = published
         .split_whitespace()
         .find(|w| w.starts_with("sha256:"))
@@ -261,16 +249,22 @@ async fn a_tenant_topic_is_served_without_a_restart_keeps_its_sessions_apart_and
         "{}",
         env.guard_log_summary()
     );
+    let history = loopguard_ok(&["policy", "history", "--tenant", "acme", "--config", &config]);
+    assert!(
+        history.contains(&version),
+        "policy history --tenant acme: {history}"
+    );
+}
+
+/// Runs `loopguard ARGS`, which must succeed; its standard output.
+fn loopguard_ok(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_loopguard"))
-        .args(["policy", "history", "--tenant", "acme", "--config", &config])
+        .args(args)
         .output()
         .unwrap();
-    let history = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && history.contains(&version),
-        "policy history --tenant acme: {history}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "loopguard {args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Whether `thread` of the guard at `admin` applies `version` (its `/v1/policy`).
