@@ -242,6 +242,93 @@ async fn a_pinned_edge_refuses_events_of_another_tenant_naming_the_field_and_fil
     );
 }
 
+/// The data lines of a session's verdict stream, read on a thread until the test ends.
+fn stream(url: String) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let resp = agent().get(&url).call().unwrap();
+        let _ = tx.send(format!("open {}", resp.status().as_u16()));
+        for line in std::io::BufRead::lines(std::io::BufReader::new(resp.into_body().into_reader()))
+        {
+            let Ok(line) = line else { break };
+            if line.starts_with("data:") && tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "open 200"
+    );
+    rx
+}
+
+/// Three identical calls of `session` through `edge`, each with its result: the third's
+/// answer.
+fn three_calls(edge: &Edge, session: &str, tenant: Option<&str>) -> Value {
+    let mut last = Value::Null;
+    for i in 1..=3 {
+        let mut c = call(&format!("{session}-c{i}"), session, tenant);
+        c["turn_id"] = format!("t{i}").into();
+        let (code, body) = post(&format!("{}/v1/check?deadline_ms=5000", edge.url), &c);
+        assert_eq!(code, 200, "{body}");
+        last = body;
+        let mut r = json!({"v": 1, "event_id": format!("{session}-r{i}"), "session_id": session,
+            "ts": TS, "type": "tool_result", "call_id": format!("{session}-c{i}"), "tool": "bash", "status": "ok"});
+        if let Some(t) = tenant {
+            r["tenant"] = t.into();
+        }
+        assert_eq!(post(&format!("{}/v1/events", edge.url), &r).0, 202);
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_edge_streams_no_verdict_of_another_tenant() {
+    let Some(b) = bootstrap() else { return };
+    let _one_at_a_time = serial();
+    let env = Env::new(b, "edge-stream");
+    env.create_topics().await;
+    env.wait_for_leaders();
+    let cfg = env.config("");
+    let _guard = Guard(env.spawn_guard(&cfg, "a"));
+    let open = start_edge_with(&env, &cfg, &[]);
+    wait_until_judged(&open);
+    let acme = start_edge_with(&env, &cfg, &["--tenant", "acme"]);
+
+    // Both read the shared verdicts topic; globex's session asked for on acme's edge.
+    let globex_session = format!("gx-{}", std::process::id());
+    let acme_session = format!("ax-{}", std::process::id());
+    let on_acme_globex = stream(format!(
+        "{}/v1/sessions/{globex_session}/verdicts",
+        acme.url
+    ));
+    let on_open_globex = stream(format!(
+        "{}/v1/sessions/{globex_session}/verdicts",
+        open.url
+    ));
+    let on_acme_acme = stream(format!("{}/v1/sessions/{acme_session}/verdicts", acme.url));
+
+    let blocked = three_calls(&open, &globex_session, Some("globex"));
+    assert_eq!(blocked["verdict"]["action"], "block", "{blocked}");
+    let blocked = three_calls(&acme, &acme_session, None);
+    assert_eq!(blocked["verdict"]["tenant"], "acme", "{blocked}");
+
+    let own = on_acme_acme.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(own.contains("\"tenant\":\"acme\""), "{own}");
+    let theirs = on_open_globex
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap();
+    assert!(theirs.contains("\"tenant\":\"globex\""), "{theirs}");
+    // Written before acme's, read by the same reader: had acme's edge passed it on, it
+    // would be here by now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        on_acme_globex.try_recv().is_err(),
+        "acme's edge streamed globex's verdict"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_tenants_from_the_writer_the_edge_publishes_to_its_tenants_own_events_topic() {
     let Some(b) = bootstrap() else { return };

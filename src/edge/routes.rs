@@ -205,21 +205,33 @@ async fn check(
 
 /// Every verdict of the session from now on, as Server-Sent Events (`event: verdict`, the
 /// verdict JSON as data, its id as the event id), observed ones included: act only on
-/// `"enforce": true`. A reader too slow for 256 verdicts gets `event: lagged`.
+/// `"enforce": true`. A reader too slow for 256 verdicts gets `event: lagged`. An edge
+/// pinned to a tenant streams none of another tenant's (a session id is no secret).
 async fn verdicts(State(edge): State<Arc<Edge>>, Path(session_id): Path<String>) -> Response {
     let rx = edge.guard.subscribe(&session_id);
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        let event = match rx.recv().await {
-            Ok(v) => SseEvent::default()
-                .event("verdict")
-                .id(v.verdict_id.clone())
-                .data(v.raw.to_string()),
-            Err(RecvError::Lagged(n)) => SseEvent::default()
-                .event("lagged")
-                .data(json!({"missed": n}).to_string()),
-            Err(RecvError::Closed) => return None,
-        };
-        Some((Ok::<_, Infallible>(event), rx))
+    let pinned = edge.tenant.clone();
+    let stream = futures_util::stream::unfold(rx, move |mut rx| {
+        let pinned = pinned.clone();
+        async move {
+            let event = loop {
+                match rx.recv().await {
+                    Ok(v) if !trust::belongs_to(&v.raw, pinned.as_deref()) => continue,
+                    Ok(v) => {
+                        break SseEvent::default()
+                            .event("verdict")
+                            .id(v.verdict_id.clone())
+                            .data(v.raw.to_string())
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        break SseEvent::default()
+                            .event("lagged")
+                            .data(json!({"missed": n}).to_string())
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            };
+            Some((Ok::<_, Infallible>(event), rx))
+        }
     });
     count(
         &edge,

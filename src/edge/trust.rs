@@ -379,6 +379,15 @@ pub fn pin_tenant(event: &mut Value, pinned: &str) -> Result<(), Refusal> {
     }
 }
 
+/// True when a verdict (or event) may go to the user of an edge pinned to `pinned`: no pin,
+/// no `tenant` on it (the guard copies the event's), or the same one.
+pub fn belongs_to(v: &Value, pinned: Option<&str>) -> bool {
+    match (pinned, v.get("tenant").and_then(Value::as_str)) {
+        (Some(p), Some(t)) => p == t,
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 #[path = "trust_test.rs"]
 mod trust_test;

@@ -124,6 +124,15 @@ fn a_pinned_tenant_is_filled_in_or_refused_naming_the_field_and_both_values() {
     pin_tenant(&mut json!([1]), "acme").unwrap();
 }
 
+#[test]
+fn a_pinned_edge_passes_on_its_own_tenants_verdicts_and_those_without_one() {
+    let v = |t: Value| json!({"verdict_id": "v", "tenant": t});
+    assert!(belongs_to(&v(json!("acme")), Some("acme")));
+    assert!(!belongs_to(&v(json!("globex")), Some("acme")));
+    assert!(belongs_to(&json!({"verdict_id": "v"}), Some("acme")));
+    assert!(belongs_to(&v(json!("globex")), None));
+}
+
 /// A router with the middleware in front of two routes that always answer.
 fn app(t: Trust) -> Router {
     Router::new()
