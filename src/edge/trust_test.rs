@@ -368,3 +368,24 @@ fn a_token_file_others_may_read_is_refused_naming_its_mode() {
         .contains("cannot read"));
     assert!(load_or_create_token(&dir.path().join("no/such/dir/t")).is_err());
 }
+
+#[test]
+fn allowed_hosts_come_from_repeated_flags_or_a_comma_separated_variable() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        edge: crate::edge::EdgeArgs,
+    }
+    let args = Cli::try_parse_from(["edge", "--allow-host", "a.internal", "--allow-host", "b,c"])
+        .unwrap()
+        .edge;
+    assert_eq!(args.allow_hosts, ["a.internal", "b", "c"]);
+    // No other test reads this variable.
+    std::env::set_var("LOOPGUARD_EDGE_ALLOW_HOSTS", "10.0.0.7,edge.internal");
+    let args = Cli::try_parse_from(["edge"]).unwrap().edge;
+    std::env::remove_var("LOOPGUARD_EDGE_ALLOW_HOSTS");
+    assert_eq!(args.allow_hosts, ["10.0.0.7", "edge.internal"]);
+    let t = Trust::new(&args.allow_hosts, None, None);
+    assert!(t.host_allowed("10.0.0.7:9465") && t.host_allowed("edge.internal"));
+}
