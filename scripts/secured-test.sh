@@ -410,6 +410,56 @@ while IFS= read -r line; do
   say "ACL $n of the guard removed: named ($op on $want), ready again once granted"
 done <"$work/guard.acls"
 
+# ---- Credentials (issue 44): a secret read from a file works; a wrong password, a CA that
+# did not sign the broker's certificate and a SASL mechanism the listener does not take each
+# end the command at once with a message of its own and exit code 4 (3 is for a broker that
+# cannot be reached), naming the user, never the password.
+credentials_check() {
+  local wrong_pw=WrongPw9zQ other_ca=$work/other-ca pw_file=$work/operator.password
+  # The operator's password from a file: used, and its source told by check-config.
+  sed -nE 's/^"sasl.password" = "(.*)"$/\1/p' "$work/operator.toml" >"$pw_file"
+  [ -s "$pw_file" ] || die "no sasl.password in operator.toml"
+  sed -E "s|^\"sasl.password\" = .*|\"sasl.password\" = { file = \"$pw_file\" }|" "$work/operator.toml" >"$work/from-file.toml"
+  "$BIN" check-config "$work/from-file.toml" >"$work/from-file.out" 2>&1 || die "check-config of a secret from a file: $(cat "$work/from-file.out")"
+  grep -qF "secret kafka.properties.sasl.password: from file $pw_file (value not shown)" "$work/from-file.out" ||
+    die "check-config does not say where the password came from: $(cat "$work/from-file.out")"
+  "$BIN" topics create --partitions 2 --config "$work/from-file.toml" >>"$work/from-file.out" 2>&1 ||
+    die "topics create with the password from a file: $(tail -n 3 "$work/from-file.out")"
+  mkdir -p "$other_ca"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=not-the-broker-ca \
+    -keyout "$other_ca/key.pem" -out "$other_ca/ca.pem" >/dev/null 2>&1 || die "openssl cannot make a CA"
+  sed -E "s|^\"sasl.password\" = .*|\"sasl.password\" = \"$wrong_pw\"|" "$work/operator.toml" >"$work/refused-password.toml"
+  sed -E "s|^\"ssl.ca.location\" = .*|\"ssl.ca.location\" = \"$other_ca/ca.pem\"|" "$work/operator.toml" >"$work/refused-ca.toml"
+  sed -E 's|^"sasl.mechanisms" = .*|"sasl.mechanisms" = "SCRAM-SHA-256"|' "$work/operator.toml" >"$work/refused-mechanism.toml"
+  local n=0
+  expect_refused() { # case, what the message says; then the command
+    local case=$1 want=$2 code=0 t0=$SECONDS out
+    shift 2
+    n=$((n + 1))
+    out=$work/refused-$case-$n.out
+    "$BIN" "$@" --config "$work/refused-$case.toml" >"$out" 2>&1 || code=$?
+    [ "$code" = 4 ] || die "$case ($*): exit $code, not 4: $(tail -n 3 "$out")"
+    grep -qF "$want" "$out" || die "$case ($*): does not say \"$want\": $(tail -n 3 "$out")"
+    ! grep -q 'cannot reach' "$out" || die "$case ($*): blames the network: $(tail -n 3 "$out")"
+    ((SECONDS - t0 < 15)) || die "$case ($*): $((SECONDS - t0)) s to say so"
+  }
+  local password="Kafka refused the credentials: SASL/PLAIN authentication failed for user \`operator\`"
+  local ca="TLS: the broker's certificate is not trusted (certificate verify failed"
+  local mechanism="Kafka refused the SASL mechanism SCRAM-SHA-256"
+  local -A wants=([password]=$password [ca]=$ca [mechanism]=$mechanism)
+  local case
+  for case in password ca mechanism; do
+    expect_refused "$case" "${wants[$case]}" topics create --partitions 2
+    expect_refused "$case" "${wants[$case]}" policy publish "$work/policy.toml"
+    expect_refused "$case" "${wants[$case]}" policy history
+    expect_refused "$case" "${wants[$case]}" serve
+    expect_refused "$case" "${wants[$case]}" edge --tenant acme --listen "127.0.0.1:$((port + 101))"
+  done
+  ! grep -rq "$wrong_pw" "$work"/refused-*.out || die "a refused password is printed"
+  say "credentials: a password from a file works (its source told); a wrong password, an untrusted CA and a refused SASL mechanism each named, exit 4: $(grep -h -m1 -F "$password" "$work"/refused-password-1.out | cut -c1-160)"
+}
+credentials_check
+
 # ---- No password anywhere.
 grep -rl "$KAFKA_SCRAM_PASSWORD_PREFIX" "$work"/*.log "$work"/*.out "$work"/*.dump "$work"/*.table "$work"/*.commands 2>/dev/null &&
   die "a password appears in the files above"
