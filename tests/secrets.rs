@@ -179,6 +179,8 @@ fn an_env_error_shows_no_password() {
                 "LOOPGUARD__KAFKA__PROPERTIES__SSL_KEY_PASSWORD",
                 "key-GREPME",
             ),
+            // A secret pasted into the wrong variable: that variable's problem masks it.
+            ("LOOPGUARD__KAFKA__THREADS", "key-GREPME"),
             ("LOOPGUARD__ADMIN__DEBUG_TOKEN__X", "token-GREPME"),
         ],
         false,
