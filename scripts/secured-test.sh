@@ -155,7 +155,7 @@ with open(src) as f, open(f"{work}/events.jsonl", "w") as all_events:
         out[tenant].write(f"{e['session_id']}\t{text}\n")
 EOF
 produce_to() { # principal, file, topic: a keyed line per record
-  timeout 120 java_tool org.apache.kafka.tools.ConsoleProducer --bootstrap-server "$B" --topic "$3" \
+  timeout 120 java "-Dlog4j2.configurationFile=$log4j" -cp "$CP" org.apache.kafka.tools.ConsoleProducer --bootstrap-server "$B" --topic "$3" \
     --producer.config "$clients/$1.java.properties" --property parse.key=true \
     --property key.separator=$'\t' <"$2" >"$work/produce-$1.log" 2>&1 || true
 }
@@ -214,10 +214,10 @@ EOF
 # do (issue 44); then acme's third same call must be blocked, as with no beta at all.
 ev() { # session, event id, n (time), type, more fields: a keyed line
   printf '%s\t{"v":1,"event_id":"%s","session_id":"%s","ts":%s,"type":"%s"%s}\n' \
-    "$1" "$2" "$1" "$((1767225600000 + $3 * 1000))" "$4" "$5"
+    "$1" "$2" "$1" "$((1767225600000 + $3 * 1000))" "$4" "${5:-}"
 }
 same_call() { # session, n, more fields: the same command again (acme's ids are predictable)
-  ev "$1" "$1-call-$2" "$2" tool_call ",\"turn_id\":\"t$2\",\"call_id\":\"c$2\",\"tool\":\"bash\",\"args\":{\"cmd\":\"make test\"}$3"
+  ev "$1" "$1-call-$2" "$2" tool_call ",\"turn_id\":\"t$2\",\"call_id\":\"c$2\",\"tool\":\"bash\",\"args\":{\"cmd\":\"make test\"}${3:-}"
 }
 metric() { curl -s "127.0.0.1:$admin_port/metrics" | awk -v m="$1" 'index($0, m) == 1 {s += $NF} END {print s + 0}'; }
 wait_metric() { # metric prefix, at least
