@@ -353,9 +353,9 @@ if start_edge runtime-b acme "$work/edge-b-on-acme.log"; then
   stop_edge
   echo "$answer" | grep -q '"fail_open"' || die "beta's runtime on acme's topic did not fail open: $answer"
 fi
-grep -q 'refuses Read' "$work/edge-b-on-acme.log" || die "beta's edge on acme's topic does not say it was refused: $(tail -n 5 "$work/edge-b-on-acme.log")"
-said=$(grep -c 'refuses Read' "$work/edge-b-on-acme.log")
-say "beta's runtime refused acme's verdicts topic (said $said time(s)): $(grep -m1 'refuses Read' "$work/edge-b-on-acme.log" | cut -c1-200)"
+grep -q 'refuses \(Read\|Write\)' "$work/edge-b-on-acme.log" || die "beta's edge on acme's topic does not say it was refused: $(tail -n 5 "$work/edge-b-on-acme.log")"
+said=$(grep -c 'refuses \(Read\|Write\)' "$work/edge-b-on-acme.log")
+say "beta's runtime refused acme's topics (said $said time(s)): $(grep -m1 'refuses \(Read\|Write\)' "$work/edge-b-on-acme.log" | cut -c1-200)"
 start_edge runtime-b beta "$work/edge-beta.log" || die "the edge as beta's runtime exited: $(tail -n 5 "$work/edge-beta.log")"
 for n in 1 2 3 4; do
   answer=$(curl -s "127.0.0.1:$edge_port/v1/check?deadline_ms=5000" -H 'content-type: application/json' \
