@@ -571,7 +571,7 @@ fn policy(command: PolicyCommand) -> ExitCode {
                 Err(code) => return code,
             };
             if let Some(t) = tenant {
-                match loopguard::service::stream::lanes::lane_config(&cfg, &t) {
+                match loopguard::service::kafka::tenants::lane_config(&cfg, &t) {
                     Some(lane) if cfg.kafka.tenants_from_topics() => cfg = lane,
                     _ => {
                         eprintln!("error: --tenant `{t}` needs kafka.events_topic_template (e.g. \"agent-events.{{tenant}}\") and a tenant that can name a topic");

@@ -5,7 +5,8 @@
 //!
 //! - `instance`: one instance's wiring for `serve` and `demo` (broker, admin, threads,
 //!   stop).
-//! - `admin`: the admin HTTP routes. `shared`: what the threads and the routes share.
+//! - `admin`: the admin HTTP routes. `shared`: what the threads and the routes share;
+//!   `part_key`: how they name an owned partition (a tenant's: `acme/3`).
 //! - `stream/`: one stream thread (consume, `worker`, `rebalance`, `retry`, `leave`).
 //! - `policy_feed`: the policy topic's reader and the live policy it offers;
 //!   `demotion`: the policy versions the guard publishes itself for rules judged wrong.
@@ -14,7 +15,8 @@
 //! - `txn/`: the exactly-once producer (`producer` -> `committer` -> `TxnProducer`, with
 //!   `membership`).
 //! - `kafka/`: client settings, topics, the reading of Kafka errors (`outcome`), access
-//!   checks, tenant topics, publishing, the embedded broker.
+//!   checks, tenant topics (`tenants`: each tenant's own events topic found and served
+//!   as a lane), publishing, the embedded broker.
 //! - `records/`: pure record formats (dead letters, markers, checkpoints, policy changes).
 //! - `metrics/`: the Prometheus families.
 
@@ -23,6 +25,7 @@ pub mod demotion;
 pub mod instance;
 pub mod kafka;
 pub mod metrics;
+pub mod part_key;
 pub mod policy_feed;
 pub mod records;
 pub mod shared;

@@ -69,7 +69,7 @@ pub struct PolicyFeed {
     /// Per stream thread: the seq and version it has picked up.
     pub threads: DashMap<String, (i64, String)>,
     /// Per owned partition: (seq, version, events offset it took effect at).
-    pub partitions: DashMap<crate::service::shared::PartKey, (i64, String, i64)>,
+    pub partitions: DashMap<crate::service::part_key::PartKey, (i64, String, i64)>,
     /// The last refused publication: its offset and problems.
     pub last_refused: RwLock<Option<(i64, Vec<String>)>>,
 }

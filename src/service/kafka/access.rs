@@ -86,7 +86,7 @@ fn tenant_needs(
     if !cfg.kafka.tenants_from_topics() {
         return Ok(Vec::new());
     }
-    let found = crate::service::stream::lanes::discover(cfg, probe)?;
+    let found = crate::service::kafka::tenants::discover(cfg, probe)?;
     let mut out = Vec::new();
     for t in found.ready {
         if let Some(events) = cfg.kafka.events_topic_for(&t) {

@@ -2,7 +2,6 @@
 //! transactional producer, consuming, judging (`worker`), committing, following rebalances
 //! (`rebalance`) and leaving the group together (`leave`).
 
-pub mod lanes;
 mod leave;
 pub mod rebalance;
 pub mod retry;
@@ -35,7 +34,7 @@ pub const GRACE: Duration = Duration::from_secs(20);
 /// Runs `cfg.stream_threads()` stream threads until `stop` is set, each a consumer in the
 /// group with its own transactional producer (the partitions are spread over them by the
 /// group's assignor), and with tenants from the writer (`kafka.events_topic_template`)
-/// `kafka.tenant_threads` more for each tenant's own events topic (`lanes`), new tenants
+/// `kafka.tenant_threads` more for each tenant's own events topic (`kafka::tenants`), new tenants
 /// picked up while running; returns after every thread committed its in-flight work. A
 /// thread that fails stops the others, and its error is returned.
 pub fn run_stream_threads(
@@ -168,7 +167,7 @@ impl Tenants {
         let Some(probe) = &self.probe else {
             return Vec::new();
         };
-        let found = match lanes::discover(cfg, probe) {
+        let found = match crate::service::kafka::tenants::discover(cfg, probe) {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list the tenants' events topics; asking again later");
@@ -184,7 +183,7 @@ impl Tenants {
             if self.served.contains(&t) {
                 continue;
             }
-            let Some(lane) = lanes::lane_config(cfg, &t) else {
+            let Some(lane) = crate::service::kafka::tenants::lane_config(cfg, &t) else {
                 continue;
             };
             if let Err(e) = crate::service::kafka::access::check(&lane, &self.instance) {
