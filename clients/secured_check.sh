@@ -15,22 +15,24 @@
 #                            ./clients/python`, confluent-kafka with it); default python3
 #   TS_DIR                   the TypeScript client, installed and built (`npm ci` there:
 #                            node_modules/ and dist/); default clients/typescript
-#   SECURED_CHECK_SETUP      1 (default): first create, as admin, the topics agent-events,
-#                            agent-verdicts.acme and agent-verdicts.beta where missing (with
-#                            agent-events' partition count, else 2) and grant runtime Write
-#                            on agent-events and Read on agent-verdicts.acme, runtime-b Write
-#                            on agent-events and Read on agent-verdicts.beta (no more; adding
-#                            an ACL that exists is a no-op). 0: they are there already.
+#   SECURED_CHECK_SETUP      1 (default): first create, as admin, each tenant's own topics
+#                            agent-events.T and agent-verdicts.T (acme, beta) where missing
+#                            (with agent-events' partition count, else 2) and grant runtime
+#                            Write on agent-events.acme and Read on agent-verdicts.acme,
+#                            runtime-b the same on beta's (no more; adding an ACL that exists
+#                            is a no-op). 0: they are there already.
 #
 # Checked, for each client:
-#   1. `runtime`, tenant acme, verdicts topic `agent-verdicts.{tenant}`: connects (reads
-#      agent-verdicts.acme, writes agent-events), a tool call gets no verdict (no guard runs:
+#   1. `runtime`, tenant acme, topics `agent-events.{tenant}` and `agent-verdicts.{tenant}`
+#      (tenants from the writer): connects (reads agent-verdicts.acme, writes
+#      agent-events.acme), a tool call gets no verdict (no guard runs:
 #      its deadline, or a marker if a guard does) without any authorization problem, and a
 #      session of tenant beta is refused (ConfigError).
-#   2. `runtime-b` with the same template but tenant acme (it may read agent-verdicts.beta
-#      only): over several seconds and connection retries, ONE warning naming the topic and
-#      the refused operation ("refused this client Read on the verdicts topic
-#      `agent-verdicts.acme`"), one `on_error`/`onError` for it, and every tool call answered
+#   2. `runtime-b` with the same templates but tenant acme (it may write agent-events.beta
+#      and read agent-verdicts.beta only): over several seconds and connection retries, ONE
+#      warning naming an acme topic and the refused operation ("refused this client Read on
+#      the verdicts topic `agent-verdicts.acme`" or "... Write on the events topic
+#      `agent-events.acme`"), one `on_error`/`onError` for it, and every tool call answered
 #      None/null at once (fail-open); `ready()` raises naming the same problem.
 #   3. Nothing either run logs (librdkafka's debug lines and configuration dump, kafkajs's
 #      lines, the client's own), hands to the error callback or raises holds a password of
@@ -73,11 +75,12 @@ admin = AdminClient({"bootstrap.servers": e["KAFKA_BOOTSTRAP_SERVERS"], "securit
                      "sasl.password": e["KAFKA_USER_ADMIN_PASSWORD"], "ssl.ca.location": e["KAFKA_CA_PEM"]})
 topics = admin.list_topics(timeout=15).topics
 n = len(topics["agent-events"].partitions) if "agent-events" in topics else 2
-new = [NewTopic(t, n, 1) for t in ("agent-events", "agent-verdicts.acme", "agent-verdicts.beta") if t not in topics]
+names = ("agent-events.acme", "agent-events.beta", "agent-verdicts.acme", "agent-verdicts.beta")
+new = [NewTopic(t, n, 1) for t in names if t not in topics]
 for t, f in (admin.create_topics(new, operation_timeout=15) if new else {}).items():
     f.result(); print(f"secured_check: created {t} ({n} partitions)")
-grants = [("runtime", AclOperation.WRITE, "agent-events"), ("runtime", AclOperation.READ, "agent-verdicts.acme"),
-          ("runtime-b", AclOperation.WRITE, "agent-events"), ("runtime-b", AclOperation.READ, "agent-verdicts.beta")]
+grants = [("runtime", AclOperation.WRITE, "agent-events.acme"), ("runtime", AclOperation.READ, "agent-verdicts.acme"),
+          ("runtime-b", AclOperation.WRITE, "agent-events.beta"), ("runtime-b", AclOperation.READ, "agent-verdicts.beta")]
 acls = [AclBinding(ResourceType.TOPIC, t, ResourcePatternType.LITERAL, f"User:{u}", "*", op, AclPermissionType.ALLOW)
         for u, op, t in grants]
 for f in admin.create_acls(acls, request_timeout=15).values():
@@ -118,6 +121,7 @@ def check(ok: bool, what: str) -> None:
 
 guard = Guard(
     e["KAFKA_BOOTSTRAP_SERVERS"],
+    events_topic="agent-events.{tenant}",
     verdicts_topic="agent-verdicts.{tenant}",
     tenant="acme",
     agent="secured-check",
@@ -139,7 +143,7 @@ try:
     if scenario == "allowed":
         try:
             guard.ready(15)
-            check(True, "connected (Read on agent-verdicts.acme, Write on agent-events)")
+            check(True, "connected (Read on agent-verdicts.acme, Write on agent-events.acme)")
         except GuardError as ex:
             check(False, f"connected: {ex}")
         check(guard.verdicts_topic == "agent-verdicts.acme", f"reads {guard.verdicts_topic}")
@@ -168,16 +172,18 @@ try:
             check(v is None, "tool call answered None (fail-open)")
             time.sleep(0.8)  # the connection retries meanwhile
         check(max(times) < 0.5, f"every call answered at once (slowest {max(times):.3f} s)")
-        want = "refused this client Read on the verdicts topic `agent-verdicts.acme`"
+        wants = ("refused this client Read on the verdicts topic `agent-verdicts.acme`",
+                 "refused this client Write on the events topic `agent-events.acme`")
+        names_it = lambda m: any(w in m for w in wants)
         warned = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
-        check(len(warned) == 1 and want in warned[0], f"one warning: {warned}")
+        check(len(warned) == 1 and names_it(warned[0]), f"one warning: {warned}")
         said = [x for x in errors if "refused this client" in x]
         check(len(said) == 1 and len(errors) == 1, f"one on_error: {errors}")
         try:
             guard.ready(0.5)
             check(False, "ready() raises")
         except GuardError as ex:
-            check(want in str(ex), f"ready() raises GuardError naming it: {ex}")
+            check(names_it(str(ex)), f"ready() raises GuardError naming it: {ex}")
         check(guard.stats().tool_calls_not_connected == 5, "the calls counted as not connected")
 finally:
     guard.close(2)
@@ -215,6 +221,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const guard = await Guard.connect({
   brokers: e.KAFKA_BOOTSTRAP_SERVERS.split(","),
+  eventsTopic: "agent-events.{tenant}",
   verdictsTopic: "agent-verdicts.{tenant}",
   tenant: "acme",
   agent: "secured-check",
@@ -229,7 +236,7 @@ try {
   if (scenario === "allowed") {
     try {
       await guard.ready(15_000);
-      check(true, "connected (Read on agent-verdicts.acme, Write on agent-events)");
+      check(true, "connected (Read on agent-verdicts.acme, Write on agent-events.acme)");
     } catch (x) {
       check(false, `connected: ${x}`);
     }
@@ -260,14 +267,16 @@ try {
       await sleep(800); // the connection retries meanwhile
     }
     check(Math.max(...times) < 500, `every call answered at once (slowest ${Math.max(...times)} ms)`);
-    const want = "refused this client Read on the verdicts topic `agent-verdicts.acme`";
-    check(warnings.length === 1 && warnings[0].includes(want), `one warning: ${JSON.stringify(warnings)}`);
-    check(errors.length === 1 && errors[0].includes(want), `one onError: ${JSON.stringify(errors)}`);
+    const wants = ["refused this client Read on the verdicts topic `agent-verdicts.acme`",
+      "refused this client Write on the events topic `agent-events.acme`"];
+    const namesIt = (m) => wants.some((w) => m.includes(w));
+    check(warnings.length === 1 && namesIt(warnings[0]), `one warning: ${JSON.stringify(warnings)}`);
+    check(errors.length === 1 && namesIt(errors[0]), `one onError: ${JSON.stringify(errors)}`);
     try {
       await guard.ready(500);
       check(false, "ready() rejects");
     } catch (x) {
-      check(x instanceof GuardError && x.message.includes(want), `ready() rejects with GuardError naming it: ${x}`);
+      check(x instanceof GuardError && namesIt(x.message), `ready() rejects with GuardError naming it: ${x}`);
     }
     check(guard.stats().toolCallsNotConnected === 5, "the calls counted as not connected");
   }
