@@ -33,12 +33,18 @@ impl Worker {
     }
 
     /// Before `partition`'s record at `offset`: switches the partition to the thread's
-    /// version when it is judged by an older one (or by one never recorded).
+    /// version when it is judged by an older one (or by one never recorded), or by another
+    /// policy of the same seq: the configuration's own (`CONFIG_SEQ`) recorded by an
+    /// instance that ran with another `--config`. So after a restart one rule holds on
+    /// every partition: the latest published version, else this instance's configuration
+    /// (docs/tuning.md, "Which policy is in force"; decisions (gt)).
     pub(super) fn apply_policy(&mut self, partition: i32, offset: i64) -> Result<(), KafkaError> {
         let Some(part) = self.parts.get_mut(&partition) else {
             return Ok(());
         };
-        if part.policy_seq >= self.live.seq {
+        let same =
+            part.policy_seq == self.live.seq && part.engine.policy_version() == self.live.version();
+        if part.policy_seq > self.live.seq || same {
             return Ok(());
         }
         // The checkpoint of the switch is taken mid-batch: the sessions the open batch
@@ -131,6 +137,42 @@ mod tests {
             kept.push(shared.sessions.len());
         }
         kept
+    }
+
+    /// A partition restored with the configuration's policy of an instance that ran with
+    /// another `--config` (both at `CONFIG_SEQ`) takes this instance's configuration before
+    /// its next event, recorded like any switch; one already judged by it records nothing.
+    #[test]
+    fn a_restart_with_another_config_puts_its_policy_in_force_on_every_partition() {
+        use crate::service::policy_feed::CONFIG_SEQ;
+        let (mut w, shared, _broker, _rt) = worker("");
+        let old: serde_json::Value = serde_json::json!({"tool": {"repeat_threshold": 5}});
+        let old = crate::engine::policy::PolicySet::compile(&old).unwrap();
+        assert_ne!(old.version(), w.live.version());
+        let part = w.parts.get_mut(&0).unwrap();
+        part.engine.set_policies(old);
+        part.policy_seq = CONFIG_SEQ;
+        w.apply_policy(0, 10).unwrap();
+        let part = &w.parts[&0];
+        assert_eq!(part.engine.policy_version(), w.live.version());
+        assert_eq!(part.policy_seq, CONFIG_SEQ);
+        let recorded = shared
+            .policy
+            .partitions
+            .iter()
+            .map(|p| p.value().2)
+            .collect::<Vec<_>>();
+        assert_eq!(
+            recorded,
+            [0],
+            "the switch is recorded where the partition stands"
+        );
+        shared.policy.partitions.clear();
+        w.apply_policy(0, 11).unwrap();
+        assert!(
+            shared.policy.partitions.is_empty(),
+            "nothing to switch: nothing recorded"
+        );
     }
 
     /// Issue 30's leak: each switch published the partition's session summaries whether or
