@@ -24,7 +24,7 @@ impl Env {
         // LOOPGUARD_TEST_BIN runs another build (to measure an older version).
         let bin = std::env::var("LOOPGUARD_TEST_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_loopguard").to_string());
-        Command::new(bin)
+        let child = Command::new(bin)
             .args(["serve", "--config", config])
             .env("LOOPGUARD_INSTANCE_ID", format!("{}-{instance}", self.name))
             .env(
@@ -35,7 +35,11 @@ impl Env {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .unwrap()
+            .unwrap();
+        if let Ok(mut spawned) = self.spawned.lock() {
+            spawned.push(child.id());
+        }
+        child
     }
 
     /// Events a guard re-ran while restoring partitions, from its "partition restored" lines.
@@ -131,6 +135,12 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        // A failed test leaves no guard running (a panic skips its own kill).
+        if std::thread::panicking() {
+            for pid in self.spawned.lock().map(|p| p.clone()).unwrap_or_default() {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
         // On failure, or always with LOOPGUARD_TEST_LOGS set (and --nocapture).
         if std::thread::panicking() || std::env::var_os("LOOPGUARD_TEST_LOGS").is_some() {
             eprintln!(

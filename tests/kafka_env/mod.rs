@@ -61,6 +61,8 @@ pub struct Env {
     pub dir: tempfile::TempDir,
     /// Partitions of each topic (`PARTITIONS` unless made `with_partitions`).
     pub partitions: i32,
+    /// The guards `spawn_guard` started: killed if the test fails, so none outlives it.
+    pub spawned: std::sync::Mutex<Vec<u32>>,
 }
 
 impl Env {
@@ -81,6 +83,7 @@ impl Env {
             name,
             dir: tempfile::tempdir().unwrap(),
             partitions: PARTITIONS,
+            spawned: Default::default(),
         }
     }
 
