@@ -514,3 +514,21 @@ pub fn session_partitions(env: &Env) -> BTreeMap<String, i32> {
         .filter_map(|(p, k, _, _)| Some((String::from_utf8(k?).ok()?, p)))
         .collect()
 }
+
+/// Creates the test's policy topic (one partition, compacted), as `topics create` does.
+pub async fn create_policy_topic(env: &Env) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &env.bootstrap)
+        .create()
+        .unwrap();
+    let name = env.topic("policy");
+    let topic =
+        NewTopic::new(&name, 1, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
+    for r in admin
+        .create_topics([&topic], &AdminOptions::new())
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+}
