@@ -74,13 +74,13 @@ fn needs(cfg: &Config) -> Vec<(&str, &'static [(&'static str, i32)])> {
     ]
 }
 
+/// The operations needed on a topic, each with its name for a refusal.
+type Ops = &'static [(&'static str, i32)];
+
 /// With tenants from the writer, the topics of every tenant on the broker: its own events
 /// topic read, its state topic read and written (the guard's prefixed ACLs, checked on
 /// the topics they must cover).
-fn tenant_needs(
-    cfg: &Config,
-    probe: &BaseConsumer,
-) -> Result<Vec<(String, &'static [(&'static str, i32)])>, KafkaError> {
+fn tenant_needs(cfg: &Config, probe: &BaseConsumer) -> Result<Vec<(String, Ops)>, KafkaError> {
     const READ: &[(&str, i32)] = &[("Read", OP_READ)];
     const BOTH: &[(&str, i32)] = &[("Read", OP_READ), ("Write", OP_WRITE)];
     if !cfg.kafka.tenants_from_topics() {
@@ -105,7 +105,7 @@ pub fn check(cfg: &Config, instance: &str) -> Result<(), AccessError> {
     let probe: BaseConsumer = crate::service::kafka::settings::base_config(cfg)
         .create()
         .map_err(unknown)?;
-    let mut needs: Vec<(String, &'static [(&'static str, i32)])> = needs(cfg)
+    let mut needs: Vec<(String, Ops)> = needs(cfg)
         .into_iter()
         .map(|(t, ops)| (t.to_string(), ops))
         .collect();
