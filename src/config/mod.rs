@@ -202,9 +202,7 @@ impl KafkaConfig {
     /// What every tenant's own events topic starts with (for prefixed ACLs), with
     /// `events_topic_template`.
     pub fn tenant_events_prefix(&self) -> Option<String> {
-        self.events_topic_template
-            .split_once(TENANT)
-            .map(|(prefix, _)| prefix.to_string())
+        template_prefix(&self.events_topic_template)
     }
 
     /// True when tenants are taken from the topic they write to.
@@ -214,10 +212,15 @@ impl KafkaConfig {
 
     /// What every tenant's verdicts topic starts with (for prefixed ACLs), with a template.
     pub fn tenant_topic_prefix(&self) -> Option<String> {
-        self.verdicts_topic_template
-            .split_once(TENANT)
-            .map(|(prefix, _)| prefix.to_string())
+        template_prefix(&self.verdicts_topic_template)
     }
+}
+
+/// What every topic a `{tenant}` template names starts with (for prefixed ACLs).
+fn template_prefix(template: &str) -> Option<String> {
+    template
+        .split_once(TENANT)
+        .map(|(prefix, _)| prefix.to_string())
 }
 
 /// A tenant can be part of a topic name: ASCII letters, digits, `.`, `_` and `-`.
